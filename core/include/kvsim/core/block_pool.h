@@ -1,0 +1,101 @@
+// BlockPool: vLLM v1's pool of KV-cache blocks (vllm/v1/core/block_pool.py, v0.26 semantics).
+//
+// Block 0 is the null block: popped from the free queue at construction, never freed, cached or
+// counted as usable. The free queue starts as [1, 2, ..., N-1].
+//
+// Allocation pops from the free-queue head; freeing (free_blocks) decrements ref counts in the
+// given order, then *prepends* blocks without a hash (LIFO reuse) and *appends* hashed blocks (LRU
+// eviction), each list keeping the given order. Eviction of cached blocks is lazy: a block that
+// reached ref 0 keeps its hash (and stays a valid prefix hit) until get_new_blocks pops it.
+//
+// Invariants (checked by check_invariants()):
+//   I1 ref_cnt(b) > 0  => b is not in the free queue; ref_cnt(b) == 0 and b != 0 => b is in the
+//      free queue exactly once. The null block is never in the queue.
+//   I2 num_free_blocks + #{b != 0 : ref_cnt(b) > 0} == N - 1.
+//   I3 Every block reachable from the hash map carries that hash; every hashed block is reachable
+//      from the map under its own hash; each hash's block chain is duplicate-free.
+//   I4 With caching disabled no block carries a hash.
+// Memory: 32 bytes of metadata per block (links, ref count, hash, duplicate-chain link).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kvsim/core/free_kv_cache_block_queue.h"
+#include "kvsim/core/types.h"
+
+namespace kvsim {
+
+class BlockPool {
+ public:
+  // num_gpu_blocks >= 1 (the null block included). Throws std::invalid_argument otherwise.
+  BlockPool(int32_t num_gpu_blocks, bool enable_caching);
+
+  int32_t num_gpu_blocks() const { return num_gpu_blocks_; }
+  bool enable_caching() const { return enable_caching_; }
+  int32_t get_num_free_blocks() const { return free_block_queue_.num_free_blocks(); }
+  // 1 - free / (N - 1); 0 when N - 1 == 0.
+  double get_usage() const;
+
+  // Pops n blocks from the head, evicting their cached hashes, sets ref_cnt = 1 and appends the
+  // ids to `out` in head order. Throws std::logic_error when n > free.
+  void get_new_blocks(int32_t n, std::vector<BlockId>& out);
+
+  // The first-inserted block cached under `hash`, if any (vLLM: get_cached_block).
+  std::optional<BlockId> get_cached_block(const BlockHash& hash) const;
+
+  // Registers `blocks[i]` under `hashes[i]` for each i (vLLM: cache_full_blocks). A block that
+  // already has a hash or is the null block is skipped. Duplicate keys keep every block, in
+  // insertion order (no de-duplication).
+  void cache_full_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes);
+
+  // For each block in order: unlink it from the free queue if its ref_cnt was 0 (not null),
+  // then ref_cnt += 1.
+  void touch(std::span<const BlockId> blocks);
+
+  // For each block in order: ref_cnt -= 1. Blocks reaching 0 (not null) are prepended (no hash)
+  // or appended (hashed) to the free queue, each group in the given order.
+  void free_blocks(std::span<const BlockId> ordered_blocks);
+
+  // Clears every hash if only the null block is in use. Returns false (and changes nothing)
+  // otherwise.
+  bool reset_prefix_cache();
+
+  int32_t ref_cnt(BlockId b) const { return ref_cnt_[static_cast<size_t>(b)]; }
+  bool is_cached(BlockId b) const { return dup_next_[static_cast<size_t>(b)] != kUnhashed; }
+  std::optional<BlockHash> block_hash(BlockId b) const;
+  // Number of blocks currently holding a hash (cached, in use or evictable).
+  int64_t num_cached_blocks() const { return num_cached_blocks_; }
+  // Number of cached blocks evicted by get_new_blocks since construction.
+  int64_t num_evictions() const { return num_evictions_; }
+  const FreeKVCacheBlockQueue& free_block_queue() const { return free_block_queue_; }
+
+  // Throws std::logic_error naming the first broken invariant (I1..I4).
+  void check_invariants() const;
+
+ private:
+  static constexpr int32_t kUnhashed = -2;  // dup_next_ value of a block without a hash
+  static constexpr int32_t kChainEnd = -1;  // dup_next_ value of the last block of a chain
+  struct Chain {
+    BlockId head;
+    BlockId tail;
+  };
+  void maybe_evict_cached_block(BlockId b);
+
+  int32_t num_gpu_blocks_;
+  bool enable_caching_;
+  FreeKVCacheBlockQueue free_block_queue_;
+  std::vector<int32_t> ref_cnt_;
+  std::vector<BlockHash> hash_;
+  std::vector<int32_t> dup_next_;
+  std::unordered_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
+  std::vector<BlockId> scratch_reuse_first_;
+  std::vector<BlockId> scratch_evict_last_;
+  int64_t num_cached_blocks_ = 0;
+  int64_t num_evictions_ = 0;
+};
+
+}  // namespace kvsim

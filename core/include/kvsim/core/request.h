@@ -1,0 +1,69 @@
+// Request: the per-request state the allocator and scheduler read (vLLM: vllm/v1/request.py).
+//
+// kvsim never materialises generated token ids: a request is its prompt description, how many
+// tokens it holds, and the chained hashes of its full blocks. Generated tokens are unique to their
+// request (generation is not shared), so their blocks hash with the request's salt.
+//
+// Invariants:
+//   * 0 <= num_computed_tokens <= num_tokens() (between steps; during a step the scheduler may
+//     have scheduled tokens beyond num_tokens() only for the sampled token of a finished prefill).
+//   * block_hashes.size() == num_tokens() / hash_block_size when hashing is enabled, else 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvsim/core/types.h"
+
+namespace kvsim {
+
+enum class RequestStatus : uint8_t {
+  WAITING,
+  RUNNING,
+  PREEMPTED,
+  FINISHED_LENGTH_CAPPED,  // max_tokens or max_model_len reached
+  FINISHED_ABORTED,        // rejected: can never be admitted
+};
+
+inline bool is_finished(RequestStatus s) {
+  return s == RequestStatus::FINISHED_LENGTH_CAPPED || s == RequestStatus::FINISHED_ABORTED;
+}
+
+// What the prompt is made of, for prefix-cache hashing. Exactly one description applies:
+// token ids if present, else external hash ids if present, else unique content.
+struct PromptContent {
+  std::shared_ptr<const std::vector<int32_t>> token_ids;  // full prompt, optional
+  std::shared_ptr<const std::vector<uint64_t>> hash_ids;  // one per hash_ids_block_size tokens
+  int32_t hash_ids_block_size = 0;
+  uint64_t salt = 0;  // request-unique; used for generated tokens and content-free prompts
+};
+
+struct Request {
+  int64_t request_id = 0;  // dense, 0-based (KVCacheManager indexes its tables by it)
+  int32_t num_prompt_tokens = 0;
+  int32_t max_tokens = 1;
+  int32_t num_output_tokens = 0;
+  int32_t num_computed_tokens = 0;
+  int32_t priority = 0;  // lower is served first (vLLM priority policy)
+  int64_t arrival_time_ns = 0;
+  RequestStatus status = RequestStatus::WAITING;
+  int32_t num_preemptions = 0;
+  PromptContent content;
+
+  // Chained hashes of the full blocks of hash_block_size tokens (vLLM: Request.block_hashes).
+  std::vector<BlockHash> block_hashes;
+  int32_t hash_block_size = 0;  // 0: hashing disabled (prefix caching off)
+
+  int32_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
+
+  // Enables hashing with the given block size and hashes the prompt's full blocks.
+  void enable_block_hashing(int32_t block_size);
+  // Appends n generated tokens and hashes any blocks they complete
+  // (vLLM: append_output_token_ids -> update_block_hashes).
+  void append_output_tokens(int32_t n);
+  // Hashes every full block not hashed yet.
+  void update_block_hashes();
+};
+
+}  // namespace kvsim
