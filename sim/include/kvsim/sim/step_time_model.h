@@ -1,0 +1,145 @@
+// Step-time models: how long one engine step takes on the simulated GPU.
+//
+// The replay clock advances by StepTimeModel::step_time_ns(work) after every step that schedules
+// at least one token (docs/replay-conventions: a step that schedules nothing costs no time). The
+// scheduler describes the step as a StepWork aggregate (no per-sequence storage, no allocation);
+// models turn it into seconds. Two models ship:
+//   * FixedStepTime    (`--step-time fixed:MS`): every non-empty step takes MS milliseconds.
+//   * RooflineStepTime (`--step-time roofline[:k=v,...]`, the default): time = max(compute, memory)
+//     + overhead, from the model shape and a GPU's peak FLOP/s and HBM bandwidth.
+// Formulas, default constants and their limits: docs/step-time-model.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kvsim {
+
+// What one step computes, summed over its scheduled sequences.
+//
+// Fill it with add_sequence() once per scheduled sequence (O(1), no allocation); clear() between
+// steps. "context" is the sequence's num_computed_tokens before the step (tokens already in the KV
+// cache that the new tokens attend to), "new" its num_scheduled_tokens this step.
+// Invariant: every field is the exact sum of its per-sequence terms; all fields >= 0.
+struct StepWork {
+  int32_t num_seqs = 0;            // scheduled sequences
+  int32_t num_prefill_seqs = 0;    // of which still in prefill (incl. recompute after preemption)
+  int64_t num_prefill_tokens = 0;  // tokens scheduled for prefill sequences
+  int64_t num_decode_tokens = 0;   // tokens scheduled for decoding sequences
+  int64_t sum_context_tokens = 0;  // sum(context): KV tokens read from the cache
+  int64_t sum_context_x_new = 0;   // sum(context * new): attention pairs against cached KV
+  int64_t sum_new_squared = 0;     // sum(new^2): causal pairs among the new tokens (x 1/2)
+
+  void add_sequence(int64_t context_tokens, int64_t new_tokens, bool is_prefill) noexcept {
+    ++num_seqs;
+    if (is_prefill) {
+      ++num_prefill_seqs;
+      num_prefill_tokens += new_tokens;
+    } else {
+      num_decode_tokens += new_tokens;
+    }
+    sum_context_tokens += context_tokens;
+    sum_context_x_new += context_tokens * new_tokens;
+    sum_new_squared += new_tokens * new_tokens;
+  }
+  void clear() noexcept { *this = StepWork{}; }
+  int64_t num_tokens() const noexcept { return num_prefill_tokens + num_decode_tokens; }
+  bool empty() const noexcept { return num_tokens() == 0; }
+};
+
+// A step's time and where it came from (seconds). For the fixed model compute = memory = 0.
+struct StepTimeBreakdown {
+  double compute_s = 0.0;   // FLOPs / (peak FLOP/s * mfu)
+  double memory_s = 0.0;    // bytes / (HBM bandwidth * mbu)
+  double overhead_s = 0.0;  // fixed per-step cost (scheduling, launch, sampling)
+  double total_s = 0.0;     // max(compute, memory) + overhead; 0 for an empty step
+  bool compute_bound() const noexcept { return compute_s > memory_s; }
+};
+
+// Interface. Implementations are immutable after construction, so one instance may be shared by
+// concurrent replays (kvsim sweep --jobs) without locking.
+class StepTimeModel {
+ public:
+  virtual ~StepTimeModel() = default;
+  // The estimate for one step; an empty step (no tokens) is all zeros.
+  virtual StepTimeBreakdown estimate(const StepWork& work) const = 0;
+  // One line naming the model and its parameters, e.g. for reports and JSON.
+  virtual std::string describe() const = 0;
+  // estimate(work).total_s in integer nanoseconds (rounded to nearest), the replay clock's unit.
+  int64_t step_time_ns(const StepWork& work) const;
+};
+
+// `fixed:MS`: each non-empty step takes exactly `ms` milliseconds (ms > 0).
+class FixedStepTime final : public StepTimeModel {
+ public:
+  explicit FixedStepTime(double ms);
+  StepTimeBreakdown estimate(const StepWork& work) const override;
+  std::string describe() const override;
+  double milliseconds() const noexcept { return ms_; }
+
+ private:
+  double ms_;
+};
+
+// The model shape the roofline needs, for the whole (unsharded) model.
+struct RooflineModelShape {
+  std::string name;                 // for describe()
+  double active_params = 0;         // parameters a token passes through (MoE: active experts)
+  double weight_bytes = 0;          // weights read once per step (all of them, incl. MoE experts)
+  int32_t num_layers = 0;           // attention layers
+  int32_t num_attention_heads = 0;  // query heads
+  int32_t head_dim = 0;             // query/key head dim used by attention FLOPs
+  double kv_bytes_per_token_per_rank = 0;  // kappa on one TP rank (planner's arithmetic, incl.
+                                           // KV-head replication when n_kv < tp, and MLA)
+};
+
+// The GPU the roofline runs on (one device; tensor parallel uses tp of them).
+struct RooflineGpu {
+  std::string name;
+  double peak_flops = 0;       // dense bf16 FLOP/s
+  double hbm_bytes_per_s = 0;  // nominal HBM bandwidth
+};
+
+// Tunables of the roofline; defaults documented (and justified) in docs/step-time-model.md.
+struct RooflineParams {
+  double mfu = 0.5;          // achievable fraction of peak FLOP/s (model FLOPs utilisation)
+  double mbu = 0.8;          // achievable fraction of peak HBM bandwidth
+  double overhead_ms = 1.0;  // fixed per-step cost
+  int32_t tensor_parallel_size = 1;
+};
+
+// time = max(compute, memory) + overhead, per GPU of a tensor-parallel group:
+//   compute = (2 * P_active * T + 4 * L * n_heads * d_h * sum(context*new + new^2/2)) / tp
+//             / (peak_flops * mfu)
+//   memory  = (W / tp + kappa_rank * (sum(context) + T)) / (hbm * mbu)
+// T = tokens scheduled in the step. All-reduce traffic is not modelled.
+class RooflineStepTime final : public StepTimeModel {
+ public:
+  // Throws std::invalid_argument when a shape/GPU number is not positive or a parameter is out of
+  // range (mfu, mbu in (0, 1]; overhead_ms >= 0; tp >= 1).
+  RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, RooflineParams params = {});
+  StepTimeBreakdown estimate(const StepWork& work) const override;
+  std::string describe() const override;
+
+  // Work counts, for tests and docs.
+  double flops(const StepWork& work) const noexcept;        // per GPU
+  double bytes_moved(const StepWork& work) const noexcept;  // per GPU
+  const RooflineParams& params() const noexcept { return params_; }
+
+ private:
+  RooflineModelShape model_;
+  RooflineGpu gpu_;
+  RooflineParams params_;
+};
+
+// Parses a --step-time value: `fixed:MS` or `roofline` optionally followed by
+// `:key=value,...` with keys overhead_ms, mfu, mbu. The roofline uses `model`, `gpu` and `tp`.
+// Throws std::invalid_argument naming the spec and the bad part, e.g.
+//   --step-time 'roofline:mfu=2': mfu must be in (0, 1], got 2
+std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
+                                                    const RooflineModelShape& model,
+                                                    const RooflineGpu& gpu, int32_t tp);
+
+}  // namespace kvsim
