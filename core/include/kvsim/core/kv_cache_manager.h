@@ -32,9 +32,9 @@ namespace kvsim {
 struct KVCacheManagerConfig {
   int32_t num_gpu_blocks = 0;  // pool size N, null block included
   int32_t block_size = 16;
-  int32_t max_model_len = 0;   // L
+  int32_t max_model_len = 0;  // L
   bool enable_caching = true;
-  double watermark = 0.0;      // fraction of N kept free when admitting (vLLM --watermark)
+  double watermark = 0.0;  // fraction of N kept free when admitting (vLLM --watermark)
 };
 
 // Prefix-cache counters (vLLM PrefixCacheStats): tokens queried and hit, per admitted request.
@@ -54,7 +54,7 @@ struct ComputedBlocks {
 
 struct AllocateSlotsArgs {
   int32_t num_new_tokens = 0;
-  int32_t num_new_computed_tokens = 0;                  // local prefix-hit tokens
+  int32_t num_new_computed_tokens = 0;                // local prefix-hit tokens
   std::span<const BlockId> new_computed_blocks = {};  // hit blocks from get_computed_blocks
   int32_t num_lookahead_tokens = 0;
   bool full_sequence_must_fit = false;  // vLLM scheduler_reserve_full_isl admission gate
@@ -90,7 +90,9 @@ class KVCacheManager {
   bool reset_prefix_cache() { return block_pool_.reset_prefix_cache(); }
 
   // Σ over live requests of (blocks * block_size - tokens their blocks were allocated for).
-  int64_t padding_tokens() const { return total_table_blocks_ * config_.block_size - total_held_tokens_; }
+  int64_t padding_tokens() const {
+    return total_table_blocks_ * config_.block_size - total_held_tokens_;
+  }
   int64_t held_tokens() const { return total_held_tokens_; }
   int64_t table_blocks() const { return total_table_blocks_; }
   int64_t num_live_requests() const { return num_live_requests_; }

@@ -7,8 +7,8 @@
 // Layout conventions (vLLM worker semantics):
 //   * writes: one entry per scheduled request, tokens [first_position, first_position + num_tokens)
 //     of that request are written this step; slot_mapping holds one slot per written token, in
-//     the same order (entry 0's tokens first). slot = block_id * block_size + position % block_size;
-//     kPadSlotId (-1) = skip.
+//     the same order (entry 0's tokens first). slot = block_id * block_size + position %
+//     block_size; kPadSlotId (-1) = skip.
 //   * reads: every scheduled sequence attends over its first seq_len tokens through its block table
 //     (CSR: block_table_offsets has reads.size() + 1 entries into block_tables).
 //   * copies: (src, dst) block pairs copied on device before the writes (vLLM 0.26 full attention

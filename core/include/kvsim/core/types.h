@@ -25,10 +25,14 @@ struct BlockHash {
 };
 
 struct BlockHashHasher {
-  size_t operator()(const BlockHash& h) const noexcept { return static_cast<size_t>(h.lo ^ (h.hi * 0x9E3779B97F4A7C15ULL)); }
+  size_t operator()(const BlockHash& h) const noexcept {
+    return static_cast<size_t>(h.lo ^ (h.hi * 0x9E3779B97F4A7C15ULL));
+  }
 };
 
 // ceil(a / b) for a >= 0, b > 0.
-constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int64_t cdiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace kvsim

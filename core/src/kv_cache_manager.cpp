@@ -1,0 +1,239 @@
+#include "kvsim/core/kv_cache_manager.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kvsim {
+
+KVCacheManager::KVCacheManager(const KVCacheManagerConfig& config)
+    : config_(config), block_pool_(config.num_gpu_blocks, config.enable_caching) {
+  if (config.block_size <= 0) {
+    throw std::invalid_argument(
+        fmt::format("KVCacheManager: block_size must be > 0, got {}", config.block_size));
+  }
+  if (config.max_model_len <= 0) {
+    throw std::invalid_argument(
+        fmt::format("KVCacheManager: max_model_len must be > 0, got {}", config.max_model_len));
+  }
+  if (!(config.watermark >= 0.0 && config.watermark < 1.0)) {
+    throw std::invalid_argument(
+        fmt::format("KVCacheManager: watermark must be in [0, 1), got {}", config.watermark));
+  }
+  watermark_blocks_ = static_cast<int32_t>(config.watermark * config.num_gpu_blocks);
+}
+
+KVCacheManager::RequestBlocks& KVCacheManager::state_for(int64_t request_id) {
+  if (request_id < 0)
+    throw std::invalid_argument(fmt::format("KVCacheManager: negative request id {}", request_id));
+  if (static_cast<size_t>(request_id) >= req_to_blocks_.size()) {
+    req_to_blocks_.resize(std::max(static_cast<size_t>(request_id) + 1, req_to_blocks_.size() * 2));
+  }
+  return req_to_blocks_[static_cast<size_t>(request_id)];
+}
+
+ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) const {
+  ComputedBlocks out;
+  if (!config_.enable_caching || request.hash_block_size == 0 || request.num_tokens() <= 0)
+    return out;
+  // At least one token is always recomputed (vLLM: max_cache_hit_length = num_tokens - 1).
+  const size_t max_blocks =
+      std::min(static_cast<size_t>((request.num_tokens() - 1) / config_.block_size),
+               request.block_hashes.size());
+  for (size_t i = 0; i < max_blocks; ++i) {
+    auto hit = block_pool_.get_cached_block(request.block_hashes[i]);
+    if (!hit) break;
+    out.blocks.push_back(*hit);
+  }
+  out.num_computed_tokens = static_cast<int32_t>(out.blocks.size()) * config_.block_size;
+  return out;
+}
+
+int32_t KVCacheManager::get_num_blocks_to_allocate(const RequestBlocks& st, int64_t num_tokens,
+                                                   std::span<const BlockId> hits) const {
+  const int64_t required = cdiv(num_tokens, config_.block_size);
+  const int64_t r = static_cast<int64_t>(st.blocks.size());
+  if (st.num_cached_block >= 0) return static_cast<int32_t>(std::max<int64_t>(required - r, 0));
+  int64_t k = std::max<int64_t>(required - (static_cast<int64_t>(hits.size()) + r), 0);
+  // Free cached hits are pulled out of the free queue by touch(): they consume free capacity.
+  for (BlockId b : hits) {
+    if (b != kNullBlockId && block_pool_.ref_cnt(b) == 0) ++k;
+  }
+  return static_cast<int32_t>(k);
+}
+
+std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots(
+    Request& request, const AllocateSlotsArgs& args) {
+  if (args.num_new_tokens <= 0) {
+    throw std::invalid_argument(fmt::format("allocate_slots: request {} asks for {} new tokens",
+                                            request.request_id, args.num_new_tokens));
+  }
+  RequestBlocks& st = state_for(request.request_id);
+  const int64_t L = config_.max_model_len;
+  const int64_t local =
+      static_cast<int64_t>(request.num_computed_tokens) + args.num_new_computed_tokens;
+  const int64_t total = std::min(local, L);
+  const bool pays_watermark =
+      args.has_scheduled_reqs &&
+      (request.status == RequestStatus::WAITING || request.status == RequestStatus::PREEMPTED);
+  const int64_t wm = pays_watermark ? watermark_blocks_ : 0;
+  const int64_t free = block_pool_.get_num_free_blocks();
+
+  if (args.full_sequence_must_fit) {
+    const int64_t need_full = get_num_blocks_to_allocate(
+        st, std::min<int64_t>(request.num_tokens(), L), args.new_computed_blocks);
+    if (need_full + wm > free) return std::nullopt;
+  }
+  const int64_t main_tokens = total + args.num_new_tokens;
+  const int64_t need_slots = std::min(main_tokens + args.num_lookahead_tokens, L);
+  const int64_t k = get_num_blocks_to_allocate(st, need_slots, args.new_computed_blocks);
+  if (k + wm > free) return std::nullopt;
+
+  if (!st.live) {
+    st.live = true;
+    ++num_live_requests_;
+  }
+  if (!args.new_computed_blocks.empty()) {
+    if (!st.blocks.empty()) {
+      throw std::logic_error(
+          fmt::format("allocate_slots: running request {} given prefix hits", request.request_id));
+    }
+    block_pool_.touch(args.new_computed_blocks);
+    st.blocks.assign(args.new_computed_blocks.begin(), args.new_computed_blocks.end());
+    st.num_cached_block = static_cast<int32_t>(st.blocks.size());
+    total_table_blocks_ += static_cast<int64_t>(st.blocks.size());
+  }
+  new_blocks_.clear();
+  const int64_t m = cdiv(need_slots, config_.block_size) - static_cast<int64_t>(st.blocks.size());
+  if (m > 0) {
+    block_pool_.get_new_blocks(static_cast<int32_t>(m), new_blocks_);
+    st.blocks.insert(st.blocks.end(), new_blocks_.begin(), new_blocks_.end());
+    total_table_blocks_ += m;
+  }
+  const int64_t held = std::min(main_tokens, L);
+  if (held > st.held_tokens) {
+    total_held_tokens_ += held - st.held_tokens;
+    st.held_tokens = static_cast<int32_t>(held);
+  }
+  if (config_.enable_caching) {
+    cache_blocks(request, st, std::min<int64_t>(main_tokens, request.num_tokens()));
+  }
+  return std::span<const BlockId>(new_blocks_);
+}
+
+void KVCacheManager::cache_blocks(const Request& request, RequestBlocks& st, int64_t num_tokens) {
+  if (request.hash_block_size == 0) return;
+  if (request.hash_block_size != config_.block_size) {
+    throw std::logic_error(
+        fmt::format("cache_blocks: request {} hashes {}-token blocks, pool uses {}",
+                    request.request_id, request.hash_block_size, config_.block_size));
+  }
+  const int64_t full = num_tokens / config_.block_size;
+  const int64_t start = std::max(st.num_cached_block, 0);
+  if (full <= start) return;
+  if (static_cast<int64_t>(request.block_hashes.size()) < full ||
+      static_cast<int64_t>(st.blocks.size()) < full) {
+    throw std::logic_error(
+        fmt::format("cache_blocks: request {} has {} hashes and {} blocks, needs {}",
+                    request.request_id, request.block_hashes.size(), st.blocks.size(), full));
+  }
+  block_pool_.cache_full_blocks(
+      std::span<const BlockId>(st.blocks.data() + start, static_cast<size_t>(full - start)),
+      std::span<const BlockHash>(request.block_hashes.data() + start,
+                                 static_cast<size_t>(full - start)));
+  st.num_cached_block = static_cast<int32_t>(full);
+}
+
+void KVCacheManager::free(const Request& request) {
+  if (request.request_id < 0 || static_cast<size_t>(request.request_id) >= req_to_blocks_.size())
+    return;
+  RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+  if (!st.live) return;
+  free_scratch_.assign(st.blocks.rbegin(), st.blocks.rend());
+  block_pool_.free_blocks(free_scratch_);
+  total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());
+  total_held_tokens_ -= st.held_tokens;
+  --num_live_requests_;
+  st.blocks.clear();
+  st.blocks.shrink_to_fit();
+  st.num_cached_block = -1;
+  st.held_tokens = 0;
+  st.live = false;
+}
+
+void KVCacheManager::record_prefix_cache_stats(const Request& request, int32_t num_hit_tokens) {
+  PrefixCacheStats& s = prefix_cache_stats_;
+  s.requests += 1;
+  s.queries += request.num_tokens();
+  s.hits += num_hit_tokens;
+  if (request.num_preemptions > 0) {
+    s.preempted_requests += 1;
+    s.preempted_queries += request.num_tokens();
+    s.preempted_hits += num_hit_tokens;
+  }
+}
+
+std::span<const BlockId> KVCacheManager::get_block_ids(int64_t request_id) const {
+  if (request_id < 0 || static_cast<size_t>(request_id) >= req_to_blocks_.size()) return {};
+  return req_to_blocks_[static_cast<size_t>(request_id)].blocks;
+}
+
+void KVCacheManager::check_invariants() const {
+  block_pool_.check_invariants();
+  std::unordered_map<BlockId, int32_t> refs;
+  int64_t blocks = 0;
+  int64_t held = 0;
+  int64_t live = 0;
+  for (size_t r = 0; r < req_to_blocks_.size(); ++r) {
+    const RequestBlocks& st = req_to_blocks_[r];
+    if (!st.live) {
+      if (!st.blocks.empty())
+        throw std::logic_error(fmt::format("M2: dead request {} holds blocks", r));
+      continue;
+    }
+    ++live;
+    std::unordered_set<BlockId> seen;
+    for (BlockId b : st.blocks) {
+      if (b == kNullBlockId) continue;
+      if (!seen.insert(b).second)
+        throw std::logic_error(fmt::format("M3: block {} twice in request {}", b, r));
+      ++refs[b];
+    }
+    if (st.num_cached_block > static_cast<int32_t>(st.blocks.size())) {
+      throw std::logic_error(fmt::format("M4: request {} num_cached_block {} > {} blocks", r,
+                                         st.num_cached_block, st.blocks.size()));
+    }
+    if (config_.enable_caching) {
+      for (int32_t i = 0; i < st.num_cached_block; ++i) {
+        if (!block_pool_.is_cached(st.blocks[static_cast<size_t>(i)])) {
+          throw std::logic_error(fmt::format("M4: request {} block #{} should be cached", r, i));
+        }
+      }
+    }
+    blocks += static_cast<int64_t>(st.blocks.size());
+    held += st.held_tokens;
+    if (st.held_tokens > static_cast<int64_t>(st.blocks.size()) * config_.block_size) {
+      throw std::logic_error(fmt::format("M5: request {} holds {} tokens in {} blocks", r,
+                                         st.held_tokens, st.blocks.size()));
+    }
+  }
+  for (BlockId b = 1; b < block_pool_.num_gpu_blocks(); ++b) {
+    auto it = refs.find(b);
+    const int32_t expect = it == refs.end() ? 0 : it->second;
+    if (block_pool_.ref_cnt(b) != expect) {
+      throw std::logic_error(fmt::format("M2: block {} has ref_cnt {} but {} live tables list it",
+                                         b, block_pool_.ref_cnt(b), expect));
+    }
+  }
+  if (blocks != total_table_blocks_ || held != total_held_tokens_ || live != num_live_requests_ ||
+      padding_tokens() < 0) {
+    throw std::logic_error(fmt::format("M5: counters blocks {}/{} held {}/{} live {}/{}",
+                                       total_table_blocks_, blocks, total_held_tokens_, held,
+                                       num_live_requests_, live));
+  }
+}
+
+}  // namespace kvsim

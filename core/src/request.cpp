@@ -1,0 +1,55 @@
+#include "kvsim/core/request.h"
+
+#include <fmt/core.h>
+
+#include <stdexcept>
+
+#include "kvsim/core/block_hash.h"
+
+namespace kvsim {
+
+void Request::enable_block_hashing(int32_t block_size) {
+  if (block_size <= 0)
+    throw std::invalid_argument("Request::enable_block_hashing: block_size <= 0");
+  hash_block_size = block_size;
+  block_hashes.clear();
+  update_block_hashes();
+}
+
+void Request::append_output_tokens(int32_t n) {
+  num_output_tokens += n;
+  if (hash_block_size > 0) update_block_hashes();
+}
+
+void Request::update_block_hashes() {
+  if (hash_block_size <= 0) return;
+  const int64_t bs = hash_block_size;
+  const int64_t num_full = num_tokens() / bs;
+  const auto* tokens = content.token_ids.get();
+  const auto* ids = content.hash_ids.get();
+  const int64_t hbs = content.hash_ids_block_size;
+  for (int64_t i = static_cast<int64_t>(block_hashes.size()); i < num_full; ++i) {
+    const BlockHash parent = i == 0 ? none_hash() : block_hashes[static_cast<size_t>(i - 1)];
+    const int64_t start = i * bs;
+    const int64_t end = start + bs;  // exclusive
+    BlockHash h;
+    if (end <= num_prompt_tokens && tokens != nullptr &&
+        static_cast<int64_t>(tokens->size()) >= end) {
+      h = hash_block_tokens(
+          parent, std::span<const int32_t>(tokens->data() + start, static_cast<size_t>(bs)));
+    } else if (end <= num_prompt_tokens && ids != nullptr && hbs > 0 &&
+               (end - 1) / hbs < static_cast<int64_t>(ids->size())) {
+      const int64_t j0 = start / hbs;
+      const int64_t j1 = (end - 1) / hbs;
+      h = hash_block_external_ids(
+          parent, std::span<const uint64_t>(ids->data() + j0, static_cast<size_t>(j1 - j0 + 1)),
+          start - j0 * hbs);
+    } else {
+      // Generated tokens, or a prompt without content: unique to this request.
+      h = hash_block_unique(parent, content.salt, i);
+    }
+    block_hashes.push_back(h);
+  }
+}
+
+}  // namespace kvsim

@@ -1,0 +1,219 @@
+#include "kvsim/core/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+namespace kvsim {
+namespace {
+
+using V = std::vector<BlockId>;
+
+V ids(std::optional<std::span<const BlockId>> s) {
+  return s ? V(s->begin(), s->end()) : V{};
+}
+V table(const KVCacheManager& m, int64_t id) {
+  auto s = m.get_block_ids(id);
+  return V(s.begin(), s.end());
+}
+
+Request make_request(int64_t id, std::vector<int32_t> tokens, int32_t block_size,
+                     int32_t max_tokens = 16) {
+  Request r;
+  r.request_id = id;
+  r.num_prompt_tokens = static_cast<int32_t>(tokens.size());
+  r.max_tokens = max_tokens;
+  r.content.token_ids = std::make_shared<const std::vector<int32_t>>(std::move(tokens));
+  r.content.salt = static_cast<uint64_t>(id) + 1;
+  r.enable_block_hashing(block_size);
+  return r;
+}
+
+std::vector<int32_t> iota_tokens(int n, int start = 0) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+// Admits a waiting request the way the scheduler does: lookup, then allocate the whole rest.
+std::optional<std::span<const BlockId>> admit(KVCacheManager& m, Request& r,
+                                              bool has_running = false) {
+  ComputedBlocks hit = m.get_computed_blocks(r);
+  AllocateSlotsArgs a;
+  a.num_new_tokens = r.num_tokens() - hit.num_computed_tokens;
+  a.num_new_computed_tokens = hit.num_computed_tokens;
+  a.new_computed_blocks = hit.blocks;
+  a.full_sequence_must_fit = true;
+  a.has_scheduled_reqs = has_running;
+  auto out = m.allocate_slots(r, a);
+  if (out) {
+    r.num_computed_tokens = hit.num_computed_tokens + a.num_new_tokens;
+    r.status = RequestStatus::RUNNING;
+  }
+  return out;
+}
+
+// Spec §4.1 worked illustration (v26, caching on, bs=4, N=10).
+TEST(KVCacheManager, SpecSection41Illustration) {
+  KVCacheManager m({.num_gpu_blocks = 10, .block_size = 4, .max_model_len = 64});
+  Request r1 = make_request(1, iota_tokens(10), 4);
+  EXPECT_EQ(ids(admit(m, r1)), (V{1, 2, 3}));
+  EXPECT_TRUE(m.block_pool().is_cached(1));
+  EXPECT_TRUE(m.block_pool().is_cached(2));
+  EXPECT_FALSE(m.block_pool().is_cached(3));
+  EXPECT_EQ(m.block_pool().free_block_queue().get_all_free_blocks(), (V{4, 5, 6, 7, 8, 9}));
+
+  std::vector<int32_t> t2 = iota_tokens(8);
+  t2.push_back(100);
+  t2.push_back(101);
+  Request r2 = make_request(2, t2, 4);
+  ComputedBlocks hit = m.get_computed_blocks(r2);
+  EXPECT_EQ(hit.blocks, (V{1, 2}));
+  EXPECT_EQ(hit.num_computed_tokens, 8);
+  EXPECT_EQ(ids(admit(m, r2)), (V{4}));
+  EXPECT_EQ(table(m, 1), (V{1, 2, 3}));
+  EXPECT_EQ(table(m, 2), (V{1, 2, 4}));
+  EXPECT_EQ(m.block_pool().ref_cnt(1), 2);
+
+  m.free(r1);
+  EXPECT_EQ(m.block_pool().free_block_queue().get_all_free_blocks(), (V{3, 5, 6, 7, 8, 9}));
+  Request r3 = make_request(3, iota_tokens(5, 1000), 4);
+  EXPECT_EQ(ids(admit(m, r3)), (V{3, 5}));
+  m.check_invariants();
+}
+
+TEST(KVCacheManager, PrefixHitIsCappedSoOneTokenIsRecomputed) {
+  KVCacheManager m({.num_gpu_blocks = 16, .block_size = 4, .max_model_len = 64});
+  Request a = make_request(0, iota_tokens(8), 4);
+  ASSERT_TRUE(admit(m, a));
+  m.free(a);
+  Request b = make_request(1, iota_tokens(8), 4);  // the same 8-token prompt, fully cached
+  ComputedBlocks hit = m.get_computed_blocks(b);
+  EXPECT_EQ(hit.blocks.size(), 1u);  // floor((8 - 1) / 4) = 1: the last block is recomputed
+  Request c = make_request(2, iota_tokens(9), 4);
+  EXPECT_EQ(m.get_computed_blocks(c).blocks.size(), 2u);
+}
+
+TEST(KVCacheManager, DecodeAllocatesANewBlockExactlyAtBlockBoundaries) {
+  KVCacheManager m(
+      {.num_gpu_blocks = 16, .block_size = 4, .max_model_len = 64, .enable_caching = false});
+  Request r = make_request(0, iota_tokens(7), 4);
+  ASSERT_TRUE(admit(m, r));
+  EXPECT_EQ(table(m, 0).size(), 2u);
+  EXPECT_EQ(m.padding_tokens(), 1);
+  // Sampled token 7 arrives; decode steps schedule 1 token each.
+  for (int step = 0; step < 6; ++step) {
+    r.append_output_tokens(1);
+    const int32_t c = r.num_computed_tokens;
+    auto out = m.allocate_slots(r, {.num_new_tokens = 1});
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->size(), c % 4 == 0 ? 1u : 0u) << "computed " << c;
+    r.num_computed_tokens += 1;
+    EXPECT_EQ(m.held_tokens(), r.num_computed_tokens);
+  }
+  EXPECT_EQ(table(m, 0).size(), 4u);  // 13 tokens
+  EXPECT_EQ(m.padding_tokens(), 16 - 13);
+  m.check_invariants();
+}
+
+TEST(KVCacheManager, FailedAllocationChangesNothing) {
+  KVCacheManager m({.num_gpu_blocks = 4, .block_size = 4, .max_model_len = 64});
+  Request a = make_request(0, iota_tokens(8), 4);
+  ASSERT_TRUE(admit(m, a));
+  const auto before = m.block_pool().free_block_queue().get_all_free_blocks();
+  Request b = make_request(1, iota_tokens(8, 50), 4);
+  EXPECT_FALSE(admit(m, b));
+  EXPECT_EQ(m.block_pool().free_block_queue().get_all_free_blocks(), before);
+  EXPECT_TRUE(table(m, 1).empty());
+  EXPECT_EQ(m.num_live_requests(), 1);
+  m.check_invariants();
+}
+
+TEST(KVCacheManager, FullSequenceGateLooksAtTheWholePrompt) {
+  KVCacheManager m({.num_gpu_blocks = 6, .block_size = 4, .max_model_len = 64});
+  Request big = make_request(0, iota_tokens(24), 4);  // 6 blocks, only 5 usable
+  AllocateSlotsArgs chunk{
+      .num_new_tokens = 4, .full_sequence_must_fit = true, .has_scheduled_reqs = false};
+  EXPECT_FALSE(m.allocate_slots(big, chunk));
+  chunk.full_sequence_must_fit = false;  // --no-scheduler-reserve-full-isl: a first chunk fits
+  EXPECT_EQ(ids(m.allocate_slots(big, chunk)), (V{1}));
+}
+
+TEST(KVCacheManager, OffByOneWhenMaxModelLenBlocksEqualPoolSize) {
+  // cdiv(L, bs) == N: vLLM's start-up check passes, but only N-1 blocks are usable.
+  KVCacheManager m({.num_gpu_blocks = 4, .block_size = 4, .max_model_len = 16});
+  Request r = make_request(0, iota_tokens(16), 4);
+  EXPECT_FALSE(admit(m, r));
+  Request shorter = make_request(1, iota_tokens(12), 4);
+  EXPECT_TRUE(admit(m, shorter));
+}
+
+TEST(KVCacheManager, WatermarkAppliesToWaitingRequestsWhenOthersRun) {
+  KVCacheManager m({.num_gpu_blocks = 10, .block_size = 4, .max_model_len = 64, .watermark = 0.5});
+  EXPECT_EQ(m.watermark_blocks(), 5);
+  Request a = make_request(0, iota_tokens(16), 4);      // 4 blocks
+  EXPECT_TRUE(admit(m, a, /*has_running=*/false));      // first admission never pays the watermark
+  Request b = make_request(1, iota_tokens(4, 100), 4);  // 1 block; 5 free, 1 + 5 > 5
+  EXPECT_FALSE(admit(m, b, /*has_running=*/true));
+  EXPECT_TRUE(admit(m, b, /*has_running=*/false));
+  // A running request never pays it.
+  a.append_output_tokens(1);
+  EXPECT_TRUE(m.allocate_slots(a, {.num_new_tokens = 1}));
+}
+
+TEST(KVCacheManager, LookaheadAndMaxModelLenCapSlots) {
+  KVCacheManager m(
+      {.num_gpu_blocks = 32, .block_size = 4, .max_model_len = 20, .enable_caching = false});
+  Request r = make_request(0, iota_tokens(8), 4);
+  auto out = m.allocate_slots(r, {.num_new_tokens = 8, .num_lookahead_tokens = 3});
+  EXPECT_EQ(ids(out).size(), 3u);  // cdiv(8 + 3, 4)
+  EXPECT_EQ(m.held_tokens(), 8);   // lookahead slots are padding, not held tokens
+  EXPECT_EQ(m.padding_tokens(), 4);
+  r.num_computed_tokens = 8;
+  out = m.allocate_slots(r, {.num_new_tokens = 8, .num_lookahead_tokens = 8});
+  EXPECT_EQ(table(m, 0).size(), 5u);  // min(16 + 8, L = 20) = 20 slots
+}
+
+TEST(KVCacheManager, FreeHitsConsumeCapacityWhenTouched) {
+  KVCacheManager m({.num_gpu_blocks = 5, .block_size = 4, .max_model_len = 64});
+  Request a = make_request(0, iota_tokens(13), 4);  // 4 blocks, 3 cached
+  ASSERT_TRUE(admit(m, a));
+  m.free(a);  // queue [4, 1.., cached tail]
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  Request b = make_request(1, iota_tokens(13), 4);
+  ComputedBlocks hit = m.get_computed_blocks(b);
+  EXPECT_EQ(hit.blocks, (V{1, 2, 3}));
+  EXPECT_EQ(ids(admit(m, b)), (V{4}));
+  EXPECT_EQ(m.num_free_blocks(), 0);
+  m.check_invariants();
+}
+
+TEST(KVCacheManager, PrefixStatsCountPreemptedSeparately) {
+  KVCacheManager m({.num_gpu_blocks = 8, .block_size = 4, .max_model_len = 64});
+  Request r = make_request(0, iota_tokens(10), 4);
+  m.record_prefix_cache_stats(r, 4);
+  r.num_preemptions = 1;
+  m.record_prefix_cache_stats(r, 8);
+  const PrefixCacheStats& s = m.prefix_cache_stats();
+  EXPECT_EQ(s.requests, 2);
+  EXPECT_EQ(s.queries, 20);
+  EXPECT_EQ(s.hits, 12);
+  EXPECT_EQ(s.preempted_requests, 1);
+  EXPECT_EQ(s.preempted_hits, 8);
+}
+
+TEST(KVCacheManager, RejectsBadConfigAndZeroTokens) {
+  EXPECT_THROW(KVCacheManager({.num_gpu_blocks = 8, .block_size = 0, .max_model_len = 8}),
+               std::invalid_argument);
+  EXPECT_THROW(
+      KVCacheManager({.num_gpu_blocks = 8, .block_size = 4, .max_model_len = 8, .watermark = 1.0}),
+      std::invalid_argument);
+  KVCacheManager m({.num_gpu_blocks = 8, .block_size = 4, .max_model_len = 8});
+  Request r = make_request(0, iota_tokens(4), 4);
+  EXPECT_THROW(m.allocate_slots(r, {.num_new_tokens = 0}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kvsim
