@@ -57,6 +57,16 @@ RooflineStepTime::RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, Ro
   require_positive(model_.num_attention_heads, "num_attention_heads");
   require_positive(model_.head_dim, "head_dim");
   require_positive(model_.kv_bytes_per_token_per_rank, "kv_bytes_per_token_per_rank");
+  if (model_.num_experts > 0 &&
+      !(model_.num_experts_per_tok > 0 && model_.num_experts_per_tok <= model_.num_experts &&
+        model_.routed_expert_weight_bytes >= 0 &&
+        model_.routed_expert_weight_bytes <= model_.weight_bytes)) {
+    throw std::invalid_argument(fmt::format(
+        "roofline step time: MoE shape needs 0 < experts_per_tok ({}) <= experts ({}) and 0 <= "
+        "expert bytes ({}) <= weight bytes ({})",
+        model_.num_experts_per_tok, model_.num_experts, model_.routed_expert_weight_bytes,
+        model_.weight_bytes));
+  }
   require_positive(gpu_.peak_flops, "GPU peak_flops");
   require_positive(gpu_.hbm_bytes_per_s, "GPU hbm_bytes_per_s");
   require_fraction(params_.mfu, "mfu");
@@ -83,8 +93,16 @@ double RooflineStepTime::flops(const StepWork& work) const noexcept {
   return (linear + attention) / params_.tensor_parallel_size;
 }
 
+double RooflineStepTime::weight_bytes_read(int64_t num_tokens) const noexcept {
+  if (model_.num_experts <= 0 || model_.routed_expert_weight_bytes <= 0) return model_.weight_bytes;
+  const double miss = 1.0 - static_cast<double>(model_.num_experts_per_tok) / model_.num_experts;
+  const double hit_fraction = 1.0 - std::pow(miss, static_cast<double>(num_tokens));
+  return model_.weight_bytes - model_.routed_expert_weight_bytes +
+         model_.routed_expert_weight_bytes * hit_fraction;
+}
+
 double RooflineStepTime::bytes_moved(const StepWork& work) const noexcept {
-  const double weights = model_.weight_bytes / params_.tensor_parallel_size;
+  const double weights = weight_bytes_read(work.num_tokens()) / params_.tensor_parallel_size;
   const double kv_tokens = static_cast<double>(work.sum_context_tokens + work.num_tokens());
   return weights + model_.kv_bytes_per_token_per_rank * kv_tokens;
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "kvsim/core/model_presets.h"
+
 namespace kvsim {
 
 // What one step computes, summed over its scheduled sequences.
@@ -84,15 +86,20 @@ class FixedStepTime final : public StepTimeModel {
 };
 
 // The model shape the roofline needs, for the whole (unsharded) model.
+// MoE: weights read per step = dense part + routed experts actually hit, assuming uniform
+// independent routing: X * (1 - (1 - k/E)^T) for T tokens, X = routed_expert_weight_bytes.
 struct RooflineModelShape {
   std::string name;                 // for describe()
   double active_params = 0;         // parameters a token passes through (MoE: active experts)
-  double weight_bytes = 0;          // weights read once per step (all of them, incl. MoE experts)
+  double weight_bytes = 0;          // all weight bytes (dense part + every routed expert)
   int32_t num_layers = 0;           // attention layers
   int32_t num_attention_heads = 0;  // query heads
   int32_t head_dim = 0;             // query/key head dim used by attention FLOPs
   double kv_bytes_per_token_per_rank = 0;  // kappa on one TP rank (planner's arithmetic, incl.
                                            // KV-head replication when n_kv < tp, and MLA)
+  double routed_expert_weight_bytes = 0;   // bytes of all routed experts (0 for dense models)
+  int32_t num_experts = 0;                 // routed experts E (0 = dense)
+  int32_t num_experts_per_tok = 0;         // experts per token k
 };
 
 // The GPU the roofline runs on (one device; tensor parallel uses tp of them).
@@ -113,7 +120,8 @@ struct RooflineParams {
 // time = max(compute, memory) + overhead, per GPU of a tensor-parallel group:
 //   compute = (2 * P_active * T + 4 * L * n_heads * d_h * sum(context*new + new^2/2)) / tp
 //             / (peak_flops * mfu)
-//   memory  = (W / tp + kappa_rank * (sum(context) + T)) / (hbm * mbu)
+//   memory  = (W_read(T) / tp + kappa_rank * (sum(context) + T)) / (hbm * mbu)
+// W_read(T) = W for dense models (see RooflineModelShape for MoE).
 // T = tokens scheduled in the step. All-reduce traffic is not modelled.
 class RooflineStepTime final : public StepTimeModel {
  public:
@@ -124,8 +132,9 @@ class RooflineStepTime final : public StepTimeModel {
   std::string describe() const override;
 
   // Work counts, for tests and docs.
-  double flops(const StepWork& work) const noexcept;        // per GPU
-  double bytes_moved(const StepWork& work) const noexcept;  // per GPU
+  double flops(const StepWork& work) const noexcept;            // per GPU
+  double bytes_moved(const StepWork& work) const noexcept;      // per GPU
+  double weight_bytes_read(int64_t num_tokens) const noexcept;  // whole model, all ranks
   const RooflineParams& params() const noexcept { return params_; }
 
  private:
@@ -141,5 +150,24 @@ class RooflineStepTime final : public StepTimeModel {
 std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
                                                     const RooflineModelShape& model,
                                                     const RooflineGpu& gpu, int32_t tp);
+
+// The roofline inputs from the planner's model and card presets (core/model_presets.h).
+//   weights: weight_bytes_total if > 0 (e.g. the planner's resolved, quantized weights for the
+//            whole model), else num_parameters x bytes of the model dtype;
+//   kappa per rank: the planner's page_size_bytes(block_size 1) x layers for kv_cache_dtype
+//            ("auto" = model dtype), with vLLM's KV-head split/replication over tp ranks;
+//   MoE: routed expert bytes = (total - active) / (E - k) * E parameters' worth.
+// Throws std::invalid_argument when the model has no parameter count or the card no peak numbers.
+RooflineModelShape roofline_shape(const ModelSpec& model, int32_t tp,
+                                  std::string_view kv_cache_dtype = "auto",
+                                  double weight_bytes_total = 0);
+RooflineGpu roofline_gpu(const GpuSpec& gpu);
+
+// parse_step_time_spec with the shape and card taken from presets (see roofline_shape). The
+// model/card are only validated when the spec is a roofline, so fixed:MS works for any model.
+std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const ModelSpec& model,
+                                                    const GpuSpec& gpu, int32_t tp,
+                                                    std::string_view kv_cache_dtype = "auto",
+                                                    double weight_bytes_total = 0);
 
 }  // namespace kvsim
