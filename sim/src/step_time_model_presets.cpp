@@ -67,4 +67,11 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
                               roofline_gpu(gpu), tp);
 }
 
+std::unique_ptr<StepTimeModel> make_step_time_model(std::string_view spec, const PlanInputs& inputs,
+                                                    const Plan& plan) {
+  const auto tp = static_cast<int32_t>(plan.tensor_parallel_size);
+  return parse_step_time_spec(spec, inputs.model, inputs.gpu, tp, plan.kv_cache_dtype,
+                              static_cast<double>(plan.weights_bytes) * tp);
+}
+
 }  // namespace kvsim

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/planner.h"
 
 namespace kvsim {
 
@@ -169,5 +170,10 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
                                                     const GpuSpec& gpu, int32_t tp,
                                                     std::string_view kv_cache_dtype = "auto",
                                                     double weight_bytes_total = 0);
+
+// The same from a resolved plan (what `kvsim replay` and `kvsim sweep` use): the plan's KV dtype,
+// its (possibly quantized) per-rank weights x tp, and its tensor-parallel size.
+std::unique_ptr<StepTimeModel> make_step_time_model(std::string_view spec, const PlanInputs& inputs,
+                                                    const Plan& plan);
 
 }  // namespace kvsim
