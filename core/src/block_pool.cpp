@@ -103,6 +103,26 @@ void BlockPool::touch(std::span<const BlockId> blocks) {
 }
 
 void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
+  if (!enable_caching_) {
+    // No block carries a hash, so every block reaching 0 is prepended; with a single list the
+    // scratch split is unnecessary (this is the allocator's hottest path with caching off).
+    scratch_reuse_first_.clear();
+    for (BlockId b : ordered_blocks) {
+      const size_t bi = static_cast<size_t>(b);
+      if (b == kNullBlockId) {
+        --ref_cnt_[bi];
+        continue;
+      }
+      if (--ref_cnt_[bi] == 0) {
+        scratch_reuse_first_.push_back(b);
+      } else if (ref_cnt_[bi] < 0) {
+        throw std::logic_error(
+            fmt::format("BlockPool::free_blocks: block {} freed more often than allocated", b));
+      }
+    }
+    free_block_queue_.prepend_n(scratch_reuse_first_);
+    return;
+  }
   scratch_reuse_first_.clear();
   scratch_evict_last_.clear();
   for (BlockId b : ordered_blocks) {

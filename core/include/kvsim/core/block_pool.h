@@ -21,8 +21,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "kvsim/core/free_kv_cache_block_queue.h"
 #include "kvsim/core/types.h"
@@ -91,7 +92,8 @@ class BlockPool {
   std::vector<int32_t> ref_cnt_;
   std::vector<BlockHash> hash_;
   std::vector<int32_t> dup_next_;
-  std::unordered_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
+  // Open addressing (Abseil SwissTable): the map is on every allocation's eviction path.
+  absl::flat_hash_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
   std::vector<BlockId> scratch_reuse_first_;
   std::vector<BlockId> scratch_evict_last_;
   int64_t num_cached_blocks_ = 0;
