@@ -1,0 +1,233 @@
+// Hugging Face config.json -> ModelSpec.
+#include "kvsim/sim/model_config.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+namespace kvsim {
+namespace {
+
+using nlohmann::json;
+
+// Reads one config object; errors name the source, the line of the field and the field.
+class ConfigReader {
+ public:
+  ConfigReader(const json& obj, std::string_view text, std::string source, std::string prefix)
+      : obj_(obj), text_(text), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  bool has(const char* field) const {
+    auto it = obj_.find(field);
+    return it != obj_.end() && !it->is_null();
+  }
+
+  // A positive integer (JSON integer, or a float with an integral value such as 4096.0).
+  int64_t positive_int(const char* field) const {
+    const json& v = obj_.at(field);
+    if (v.is_number_integer() || v.is_number_unsigned()) {
+      const int64_t x = v.get<int64_t>();
+      if (x > 0) return x;
+    } else if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (d > 0 && d < 9.0e15 && static_cast<double>(static_cast<int64_t>(d)) == d) {
+        return static_cast<int64_t>(d);
+      }
+    }
+    fail(field, fmt::format("expected a positive integer, got {}", v.dump()));
+  }
+
+  int64_t required_int(const char* field) const {
+    if (!has(field)) fail(field, "missing (required)");
+    return positive_int(field);
+  }
+
+  int64_t optional_int(const char* field, int64_t fallback) const {
+    return has(field) ? positive_int(field) : fallback;
+  }
+
+  // Like optional_int but 0 is allowed (first_k_dense_replace, n_shared_experts).
+  int64_t optional_count(const char* field) const {
+    if (!has(field)) return 0;
+    const json& v = obj_.at(field);
+    if ((v.is_number_integer() || v.is_number_unsigned()) && v.get<int64_t>() >= 0) {
+      return v.get<int64_t>();
+    }
+    fail(field, fmt::format("expected a non-negative integer, got {}", v.dump()));
+  }
+
+  bool optional_bool(const char* field, bool fallback) const {
+    if (!has(field)) return fallback;
+    const json& v = obj_.at(field);
+    if (!v.is_boolean()) fail(field, fmt::format("expected true or false, got {}", v.dump()));
+    return v.get<bool>();
+  }
+
+  std::string optional_string(const char* field) const {
+    if (!has(field)) return {};
+    const json& v = obj_.at(field);
+    if (!v.is_string()) fail(field, fmt::format("expected a string, got {}", v.dump()));
+    return v.get<std::string>();
+  }
+
+  const json& object() const { return obj_; }
+
+  [[noreturn]] void fail(std::string_view field, const std::string& what) const {
+    const std::string quoted = fmt::format("\"{}\"", field);
+    const size_t pos = text_.find(quoted);
+    int64_t line = 0;
+    if (pos != std::string_view::npos) {
+      line = 1;
+      for (size_t i = 0; i < pos; ++i) line += text_[i] == '\n' ? 1 : 0;
+    }
+    const std::string where = line > 0 ? fmt::format("{}:{}", source_, line) : source_;
+    throw std::runtime_error(fmt::format("{}: field '{}{}': {}", where, prefix_, field, what));
+  }
+
+ private:
+  const json& obj_;
+  std::string_view text_;
+  std::string source_;
+  std::string prefix_;
+};
+
+std::string serving_dtype(const ConfigReader& r) {
+  const char* field = r.has("torch_dtype") ? "torch_dtype" : "dtype";
+  std::string d = r.optional_string(field);
+  if (d.empty()) return "bfloat16";  // vLLM's choice when the config is silent
+  if (d == "bfloat16" || d == "float16") return d;
+  // vLLM's dtype=auto serves float32 checkpoints in bfloat16 (it never defaults to fp32).
+  if (d == "float32") return "bfloat16";
+  r.fail(field, fmt::format("unsupported dtype '{}' (expected bfloat16, float16 or float32)", d));
+}
+
+}  // namespace
+
+ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(fmt::format("{}: malformed JSON: {}", source, e.what()));
+  }
+  if (!root.is_object()) {
+    throw std::runtime_error(fmt::format("{}: expected a JSON object at the top level", source));
+  }
+  const bool use_text_config = !root.contains("num_hidden_layers") &&
+                               root.contains("text_config") && root["text_config"].is_object();
+  const json& obj = use_text_config ? root["text_config"] : root;
+  const ConfigReader r(obj, text, source, use_text_config ? "text_config." : "");
+  const ConfigReader top(root, text, source, "");
+
+  ModelSpec m;
+  m.name = source;
+  m.num_layers = r.required_int("num_hidden_layers");
+  m.num_attention_heads = r.required_int("num_attention_heads");
+  m.num_kv_heads = r.optional_int("num_key_value_heads", m.num_attention_heads);
+  m.hidden_size = r.optional_int("hidden_size", 0);
+  m.intermediate_size = r.optional_int("intermediate_size", 0);
+  m.vocab_size = r.optional_int("vocab_size", 0);
+  m.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
+  m.max_position_embeddings = r.optional_int("max_position_embeddings", 0);
+  m.dtype = serving_dtype(r.has("torch_dtype") || r.has("dtype") ? r : top);
+  if (r.has("head_dim")) {
+    m.head_dim = r.positive_int("head_dim");
+  } else {
+    if (m.hidden_size == 0) r.fail("head_dim", "missing, and hidden_size is missing too");
+    if (m.hidden_size % m.num_attention_heads != 0) {
+      r.fail("head_dim", fmt::format("missing, and hidden_size {} is not divisible by "
+                                     "num_attention_heads {}",
+                                     m.hidden_size, m.num_attention_heads));
+    }
+    m.head_dim = m.hidden_size / m.num_attention_heads;
+  }
+  if (m.num_kv_heads > m.num_attention_heads) {
+    r.fail("num_key_value_heads",
+           fmt::format("{} exceeds num_attention_heads {}", m.num_kv_heads, m.num_attention_heads));
+  }
+
+  ParameterShapes shapes;
+  // MLA.
+  if (r.has("kv_lora_rank")) {
+    m.use_mla = true;
+    m.kv_lora_rank = r.positive_int("kv_lora_rank");
+    m.qk_rope_head_dim = r.required_int("qk_rope_head_dim");
+    shapes.qk_nope_head_dim = r.optional_int("qk_nope_head_dim", 0);
+    shapes.v_head_dim = r.optional_int("v_head_dim", 0);
+    shapes.q_lora_rank = r.optional_int("q_lora_rank", 0);
+    if (!r.has("head_dim") && shapes.qk_nope_head_dim > 0) {
+      m.head_dim = shapes.qk_nope_head_dim + m.qk_rope_head_dim;
+    }
+  }
+  // Sliding window.
+  if (r.has("sliding_window") && r.optional_bool("use_sliding_window", true)) {
+    m.sliding_window = r.positive_int("sliding_window");
+    if (r.has("layer_types") && r.object()["layer_types"].is_array()) {
+      int64_t sliding = 0;
+      for (const json& t : r.object()["layer_types"]) {
+        sliding += (t.is_string() && t.get<std::string>() == "sliding_attention") ? 1 : 0;
+      }
+      m.sliding_window_note =
+          fmt::format("{} of {} layers use the sliding window", sliding, m.num_layers);
+    } else if (r.optional_string("model_type") == "gemma2") {
+      m.sliding_window_note = "gemma-2 alternates sliding-window and global attention layers";
+    }
+  }
+  // Mixture of experts.
+  for (const char* f : {"n_routed_experts", "num_local_experts", "num_experts"}) {
+    if (r.has(f)) {
+      m.num_experts = r.positive_int(f);
+      break;
+    }
+  }
+  if (m.num_experts > 0) {
+    m.num_experts_per_tok = r.required_int("num_experts_per_tok");
+    // Mixtral-style configs give the expert width as intermediate_size.
+    shapes.moe_intermediate_size = r.optional_int("moe_intermediate_size", m.intermediate_size);
+    shapes.num_shared_experts = r.optional_count("n_shared_experts");
+    shapes.shared_expert_intermediate = r.optional_count("shared_expert_intermediate_size");
+    shapes.first_k_dense_replace = r.optional_count("first_k_dense_replace");
+  }
+  shapes.attention_bias =
+      r.optional_bool("attention_bias", r.optional_string("model_type") == "qwen2");
+  // Weight quantization of the checkpoint.
+  const ConfigReader& qsrc = top.has("quantization_config") ? top : r;
+  if (qsrc.has("quantization_config")) {
+    const json& q = qsrc.object()["quantization_config"];
+    if (!q.is_object()) qsrc.fail("quantization_config", "expected an object");
+    const ConfigReader qr(q, text, source, "quantization_config.");
+    const std::string method = qr.optional_string("quant_method");
+    if (method == "fp8" || method == "awq" || method == "gptq") {
+      m.checkpoint_quantization = method;
+    } else {
+      qr.fail("quant_method",
+              fmt::format("unsupported '{}' (kvsim knows fp8, awq and gptq; pass --weights-gib "
+                          "after removing quantization_config)",
+                          method));
+    }
+  }
+
+  const ParameterEstimate est = estimate_parameters(m, shapes);
+  m.num_parameters = est.total;
+  m.num_active_parameters = est.active;
+  m.num_parameters_estimated = est.total > 0;
+  try {
+    validate_model_spec(m);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("{}: {}", source, e.what()));
+  }
+  return m;
+}
+
+ModelSpec load_hf_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open config file", path));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(fmt::format("{}: read error", path));
+  return parse_hf_config(buf.str(), path);
+}
+
+}  // namespace kvsim

@@ -1,0 +1,168 @@
+// Hugging Face config.json reading: real configs (fixtures in tests/data/) and the error paths.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kvsim/core/model_presets.h"
+#include "kvsim/core/planner.h"
+#include "kvsim/sim/model_config.h"
+
+namespace kvsim {
+namespace {
+
+std::string data(const std::string& name) {
+  return std::string(KVSIM_SOURCE_DIR) + "/tests/data/" + name;
+}
+
+// The error message of `parse_hf_config(text)`, or "" if it did not throw.
+std::string parse_error(const std::string& text) {
+  try {
+    parse_hf_config(text, "cfg.json");
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfig, Qwen25MatchesThePreset) {
+  const ModelSpec m = load_hf_config(data("hf_qwen2.5-7b-instruct.json"));
+  const ModelSpec& p = find_model_preset("qwen2.5-7b");
+  EXPECT_EQ(m.num_layers, p.num_layers);
+  EXPECT_EQ(m.num_attention_heads, p.num_attention_heads);
+  EXPECT_EQ(m.num_kv_heads, p.num_kv_heads);
+  EXPECT_EQ(m.head_dim, 128);  // hidden_size / num_attention_heads
+  EXPECT_EQ(m.hidden_size, p.hidden_size);
+  EXPECT_EQ(m.intermediate_size, p.intermediate_size);
+  EXPECT_EQ(m.vocab_size, p.vocab_size);
+  EXPECT_EQ(m.max_position_embeddings, 32768);
+  EXPECT_EQ(m.dtype, "bfloat16");
+  EXPECT_EQ(m.sliding_window, 0);  // use_sliding_window: false
+  EXPECT_FALSE(m.use_mla);
+  // Estimated from shapes (with Qwen2's q/k/v biases): the published 7,615,616,512.
+  EXPECT_TRUE(m.num_parameters_estimated);
+  EXPECT_EQ(m.num_parameters, 7615616512.0);
+  EXPECT_EQ(m.name, data("hf_qwen2.5-7b-instruct.json"));
+}
+
+TEST(ModelConfig, DeepSeekV3IsMlaMoeFp8) {
+  const ModelSpec m = load_hf_config(data("hf_deepseek-v3.json"));
+  EXPECT_TRUE(m.use_mla);
+  EXPECT_EQ(m.kv_lora_rank, 512);
+  EXPECT_EQ(m.qk_rope_head_dim, 64);
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.head_dim, 192);  // qk_nope + qk_rope
+  EXPECT_EQ(m.num_experts, 256);
+  EXPECT_EQ(m.num_experts_per_tok, 8);
+  EXPECT_EQ(m.checkpoint_quantization, "fp8");
+  EXPECT_EQ(m.max_position_embeddings, 163840);
+  EXPECT_NEAR(m.num_parameters / 1e9, 671.0, 671.0 * 0.01);
+  EXPECT_NEAR(m.num_active_parameters / 1e9, 37.0, 37.0 * 0.03);
+  EXPECT_EQ(page_size_bytes(m, 1, "bfloat16", 16), 16 * 576 * 2);
+}
+
+TEST(ModelConfig, Gemma2SlidingWindowAndFloat32Checkpoint) {
+  const ModelSpec m = load_hf_config(data("hf_gemma-2-9b.json"));
+  EXPECT_EQ(m.head_dim, 256);  // explicit head_dim wins over 3584 / 16 = 224
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_NE(m.sliding_window_note.find("alternates"), std::string::npos);
+  EXPECT_EQ(m.dtype, "bfloat16");  // vLLM serves float32 checkpoints in bfloat16
+  EXPECT_TRUE(m.tie_word_embeddings);
+  EXPECT_NEAR(m.num_parameters, 9241705984.0, 2.0 * 3584 * 42);
+}
+
+TEST(ModelConfig, DefaultsForMissingFields) {
+  const ModelSpec m = load_hf_config(data("hf_minimal_no_head_dim.json"));
+  EXPECT_EQ(m.num_kv_heads, 12);  // defaults to num_attention_heads
+  EXPECT_EQ(m.head_dim, 64);      // 768 / 12
+  EXPECT_EQ(m.dtype, "bfloat16");
+  EXPECT_EQ(m.num_parameters, 0);  // no vocab/intermediate: not estimated
+  EXPECT_FALSE(m.num_parameters_estimated);
+}
+
+TEST(ModelConfig, LayerTypesCountSlidingLayers) {
+  const ModelSpec m = parse_hf_config(R"({"num_hidden_layers": 4, "num_attention_heads": 8,
+    "head_dim": 64, "sliding_window": 512,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                    "sliding_attention"]})",
+                                      "x.json");
+  EXPECT_EQ(m.sliding_window, 512);
+  EXPECT_EQ(m.sliding_window_note, "3 of 4 layers use the sliding window");
+}
+
+TEST(ModelConfig, TextConfigOfMultimodalModels) {
+  const ModelSpec m = parse_hf_config(
+      R"({"model_type": "llava", "torch_dtype": "float16",
+          "text_config": {"num_hidden_layers": 32, "num_attention_heads": 32,
+                          "num_key_value_heads": 8, "hidden_size": 4096}})",
+      "mm.json");
+  EXPECT_EQ(m.num_layers, 32);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.dtype, "float16");  // read from the top level
+}
+
+TEST(ModelConfigErrors, MalformedJsonNamesFileAndLine) {
+  try {
+    load_hf_config(data("hf_malformed.json"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("hf_malformed.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("malformed JSON"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("line 4"), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelConfigErrors, WrongTypeNamesFileLineAndField) {
+  try {
+    load_hf_config(data("hf_bad_field.json"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("hf_bad_field.json:4"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'num_hidden_layers'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"thirty-two\""), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelConfigErrors, EachBadFieldIsNamed) {
+  EXPECT_NE(parse_error(R"({"num_attention_heads": 8, "head_dim": 64})")
+                .find("'num_hidden_layers': missing"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8})").find("'head_dim'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": -1})")
+                .find("'head_dim': expected a positive integer, got -1"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+                           "num_key_value_heads": 16})")
+                .find("'num_key_value_heads'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+                           "torch_dtype": "int8"})")
+                .find("'torch_dtype'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+                           "quantization_config": {"quant_method": "bitsandbytes"}})")
+                .find("'quantization_config.quant_method'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+                           "kv_lora_rank": 512})")
+                .find("'qk_rope_head_dim': missing"),
+            std::string::npos);
+  EXPECT_NE(parse_error("[1, 2]").find("JSON object"), std::string::npos);
+  EXPECT_NE(parse_error("").find("malformed JSON"), std::string::npos);
+}
+
+TEST(ModelConfigErrors, MissingFile) {
+  try {
+    load_hf_config(data("does-not-exist.json"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kvsim
