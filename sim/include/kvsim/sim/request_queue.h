@@ -1,0 +1,47 @@
+// RequestQueue: the scheduler's waiting queue (vLLM: vllm/v1/core/sched/request_queue.py).
+//
+// Two policies, chosen at construction:
+//   * FCFS (FCFSRequestQueue, a deque): add() appends, peek()/pop() take the front, prepend()
+//     pushes to the front (a preempted request is retried first).
+//   * PRIORITY (PriorityRequestQueue, a binary heap): ordered by (priority, arrival_time_ns,
+//     request_id), lower first; add() and prepend() are the same heap push, so a preempted
+//     request's position depends only on that key (vLLM: Request.__lt__).
+// The queue stores non-owning pointers; every pointed-to Request must outlive its membership.
+// Invariant: a request is in the queue at most once (the scheduler guarantees it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "kvsim/core/request.h"
+
+namespace kvsim {
+
+enum class SchedulingPolicy : uint8_t { FCFS, PRIORITY };
+
+class RequestQueue {
+ public:
+  explicit RequestQueue(SchedulingPolicy policy) : policy_(policy) {}
+
+  SchedulingPolicy policy() const { return policy_; }
+  bool empty() const { return size() == 0; }
+  size_t size() const { return policy_ == SchedulingPolicy::FCFS ? fifo_.size() : heap_.size(); }
+
+  void add(Request* r);
+  void prepend(Request* r);
+  // The next request to admit. Precondition: !empty().
+  Request* peek() const;
+  Request* pop();
+
+  // The key the PRIORITY heap orders by: true when a is served before b.
+  static bool served_before(const Request& a, const Request& b);
+
+ private:
+  SchedulingPolicy policy_;
+  std::deque<Request*> fifo_;
+  std::vector<Request*> heap_;  // std heap with `comes_after` as "less" => front = served first
+};
+
+}  // namespace kvsim

@@ -1,0 +1,156 @@
+// Scheduler: vLLM 0.26's v1 `Scheduler` with synchronous scheduling (vllm/v1/core/sched/
+// scheduler.py; spec docs §5.3-5.4), driving one KVCacheManager.
+//
+// One engine step is `schedule()` then `update_from_output()`:
+//   * schedule(): the RUNNING loop (admission order, allocate-or-preempt), then - only if that
+//     loop preempted nothing - the WAITING loop (prefix lookup, admission, head-of-line blocking),
+//     then num_computed_tokens += n for every scheduled request (vLLM: _update_after_schedule).
+//   * update_from_output(): every scheduled request whose computed tokens reached its tokens
+//     samples exactly one token (EOS ignored); it stops at max_tokens or max_model_len and its
+//     blocks are freed at once (sync scheduling).
+// Not cloned: async scheduling, speculative decoding, KV connectors, encoder budgets, LoRA,
+// structured output, pipeline parallelism, hybrid KV groups (see docs/scheduler.md).
+//
+// Ownership: the scheduler stores non-owning Request pointers; the caller keeps every Request
+// alive (and at a stable address) until it is finished. Request ids must be dense and unique.
+// Invariants between steps: running and waiting are disjoint; every running request has
+// status RUNNING, every waiting one WAITING or PREEMPTED; len(running) <= max_num_seqs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kvsim/core/kv_cache_manager.h"
+#include "kvsim/core/request.h"
+#include "kvsim/sim/request_queue.h"
+
+namespace kvsim {
+
+// vLLM SchedulerConfig/CacheConfig knobs that matter for a single full-attention group.
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 8192;  // token budget per step (max_num_scheduled_tokens)
+  int32_t max_num_seqs = 256;
+  int32_t long_prefill_token_threshold = 0;  // 0 = disabled
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  SchedulingPolicy policy = SchedulingPolicy::FCFS;
+  double watermark = 0.0;                  // [0, 1)
+  bool scheduler_reserve_full_isl = true;  // full-sequence admission gate
+  int32_t num_lookahead_tokens = 0;
+  int32_t max_model_len = 0;  // L
+  int32_t block_size = 16;
+  int32_t num_gpu_blocks = 0;  // N, null block included
+};
+
+// Throws std::invalid_argument naming the first bad field.
+void validate(const SchedulerConfig& config);
+
+// Why a request was rejected (FINISHED_ABORTED) instead of served. Counted by the replay.
+enum class RejectReason : uint8_t {
+  EMPTY_PROMPT,         // at arrival: 0 prompt tokens
+  PROMPT_TOO_LONG,      // at arrival: prompt >= max_model_len
+  PROMPT_EXCEEDS_POOL,  // at arrival: the prompt needs more than N-1 blocks
+  NEVER_ADMITTABLE,     // run time: head of waiting cannot be admitted into an empty engine
+  OUTGREW_POOL,         // run time (gate off): a preempted request needs more than N-1 blocks
+};
+inline constexpr int kNumRejectReasons = 5;
+std::string_view to_string(RejectReason r);
+
+// Why the WAITING loop stopped admitting this step (which limit was binding).
+enum class AdmissionStop : uint8_t {
+  QUEUE_EMPTY,   // nothing (more) waiting
+  TOKEN_BUDGET,  // budget exhausted, or (chunked prefill off) the next prompt exceeds it
+  MAX_NUM_SEQS,  // len(running) >= max_num_seqs
+  KV_CACHE,      // allocate_slots returned None (head-of-line blocking)
+  PREEMPTED,     // the RUNNING loop preempted: no admission this step
+};
+
+// One request scheduled in a step (vLLM: num_scheduled_tokens[req] + new block ids).
+struct ScheduledRequest {
+  int64_t request_id = 0;
+  int32_t num_tokens = 0;             // tokens scheduled this step (n)
+  int32_t num_computed_tokens = 0;    // computed before this step = first position written
+  int32_t num_prefix_hit_tokens = 0;  // prefix-cache hit at admission (0 for running requests)
+  int32_t new_blocks_begin = 0;       // newly allocated ids: SchedulerOutput::new_block_ids
+  int32_t new_blocks_count = 0;       //   [begin, begin + count)
+  bool is_decode = false;   // generating the next token from the cache (n == 1, C == T - 1)
+  bool is_new = false;      // admitted from WAITING this step
+  bool is_resumed = false;  // admitted from PREEMPTED this step
+  bool sampled = false;     // set by update_from_output: received a token
+  bool finished = false;    // set by update_from_output: stopped and freed
+};
+
+// What one schedule() decided. Reused across steps (vectors keep their capacity).
+struct SchedulerOutput {
+  int64_t step_index = 0;
+  std::vector<ScheduledRequest> scheduled;  // RUNNING-loop requests first, then admissions
+  std::vector<BlockId> new_block_ids;       // may hold orphans of requests preempted later
+  std::vector<int64_t> preempted_req_ids;   // in preemption order
+  std::vector<int64_t> finished_req_ids;    // freed by the previous update_from_output
+  std::vector<int64_t> aborted_req_ids;     // rejected at run time during this step
+  int64_t total_num_scheduled_tokens = 0;
+  int64_t num_prefill_tokens = 0;
+  int64_t num_decode_tokens = 0;
+  int32_t num_skipped_running = 0;  // running requests not scheduled (budget ran out or break)
+  AdmissionStop admission_stop = AdmissionStop::QUEUE_EMPTY;
+
+  void clear();
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  const SchedulerConfig& config() const { return config_; }
+  KVCacheManager& kv_cache_manager() { return kv_; }
+  const KVCacheManager& kv_cache_manager() const { return kv_; }
+
+  // The arrival-time rejection rule (replay conventions §6): returns false and sets *reason
+  // when the request can never be served. A prompt "needs" cdiv(min(prompt + lookahead, L), bs)
+  // blocks: its last prefill chunk must hold all of them at once.
+  bool check_new_request(const Request& r, RejectReason* reason) const;
+
+  // Queues a request (vLLM: add_request). Enables block hashing when prefix caching is on.
+  // Throws std::invalid_argument for an id already used or a request not WAITING.
+  void add_request(Request* r);
+
+  // Decides one step. The returned reference stays valid until the next schedule().
+  const SchedulerOutput& schedule();
+
+  // Applies the step's sampled tokens (one per request whose prefill/decode completed),
+  // finishes and frees stopped requests. Call exactly once after each schedule().
+  void update_from_output();
+
+  // Aborts the head of the waiting queue (vLLM: finish_requests with FINISHED_ABORTED).
+  // Returns it. Precondition: waiting is not empty.
+  Request* abort_waiting_head();
+
+  std::span<Request* const> running() const { return running_; }
+  const RequestQueue& waiting() const { return waiting_; }
+  size_t num_running() const { return running_.size(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
+  const SchedulerOutput& last_output() const { return output_; }
+
+ private:
+  bool schedule_running(int64_t& token_budget);
+  void schedule_waiting(int64_t& token_budget);
+  void preempt(Request* victim);
+  void unschedule(size_t scheduled_index, int64_t& token_budget);
+  ScheduledRequest& add_scheduled(Request& r, int32_t n, std::span<const BlockId> new_blocks);
+
+  SchedulerConfig config_;
+  KVCacheManager kv_;
+  RequestQueue waiting_;
+  std::vector<Request*> running_;
+  std::vector<Request*> by_id_;            // request id -> request (nullptr once finished)
+  std::vector<int32_t> scheduled_index_;   // request id -> index in output_.scheduled, or -1
+  std::vector<int64_t> finished_pending_;  // freed by update_from_output, reported next step
+  SchedulerOutput output_;
+  int64_t step_ = 0;
+  bool output_pending_ = false;
+};
+
+}  // namespace kvsim

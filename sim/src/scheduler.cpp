@@ -1,0 +1,353 @@
+#include "kvsim/sim/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace kvsim {
+namespace {
+
+KVCacheManagerConfig kv_config(const SchedulerConfig& c) {
+  KVCacheManagerConfig k;
+  k.num_gpu_blocks = c.num_gpu_blocks;
+  k.block_size = c.block_size;
+  k.max_model_len = c.max_model_len;
+  k.enable_caching = c.enable_prefix_caching;
+  k.watermark = c.watermark;
+  return k;
+}
+
+void require(bool ok, const char* field, const std::string& why) {
+  if (!ok) throw std::invalid_argument(fmt::format("scheduler config: {} {}", field, why));
+}
+
+}  // namespace
+
+void validate(const SchedulerConfig& c) {
+  require(c.max_num_batched_tokens >= 1, "max_num_batched_tokens",
+          fmt::format("must be >= 1 (got {})", c.max_num_batched_tokens));
+  require(c.max_num_seqs >= 1, "max_num_seqs",
+          fmt::format("must be >= 1 (got {})", c.max_num_seqs));
+  require(
+      c.max_num_batched_tokens >= c.max_num_seqs, "max_num_batched_tokens",
+      fmt::format("({}) must be >= max_num_seqs ({})", c.max_num_batched_tokens, c.max_num_seqs));
+  require(c.long_prefill_token_threshold >= 0, "long_prefill_token_threshold",
+          fmt::format("must be >= 0 (got {})", c.long_prefill_token_threshold));
+  require(c.watermark >= 0.0 && c.watermark < 1.0, "watermark",
+          fmt::format("must be in [0, 1) (got {})", c.watermark));
+  require(c.num_lookahead_tokens >= 0, "num_lookahead_tokens",
+          fmt::format("must be >= 0 (got {})", c.num_lookahead_tokens));
+  require(c.max_model_len >= 1, "max_model_len",
+          fmt::format("must be >= 1 (got {})", c.max_model_len));
+  require(c.block_size >= 1, "block_size", fmt::format("must be >= 1 (got {})", c.block_size));
+  require(c.num_gpu_blocks >= 1, "num_gpu_blocks",
+          fmt::format("must be >= 1 (got {})", c.num_gpu_blocks));
+  // vLLM SchedulerConfig.verify: without chunked prefill a max_model_len prompt must fit the
+  // budget.
+  require(c.enable_chunked_prefill || c.max_num_batched_tokens >= c.max_model_len,
+          "max_num_batched_tokens",
+          fmt::format("({}) is smaller than max_model_len ({}) with chunked prefill disabled; "
+                      "raise it or enable chunked prefill",
+                      c.max_num_batched_tokens, c.max_model_len));
+}
+
+std::string_view to_string(RejectReason r) {
+  switch (r) {
+    case RejectReason::EMPTY_PROMPT:
+      return "empty_prompt";
+    case RejectReason::PROMPT_TOO_LONG:
+      return "prompt_ge_max_model_len";
+    case RejectReason::PROMPT_EXCEEDS_POOL:
+      return "prompt_exceeds_kv_pool";
+    case RejectReason::NEVER_ADMITTABLE:
+      return "never_admittable";
+    case RejectReason::OUTGREW_POOL:
+      return "outgrew_kv_pool";
+  }
+  return "unknown";
+}
+
+void SchedulerOutput::clear() {
+  scheduled.clear();
+  new_block_ids.clear();
+  preempted_req_ids.clear();
+  finished_req_ids.clear();
+  aborted_req_ids.clear();
+  total_num_scheduled_tokens = 0;
+  num_prefill_tokens = 0;
+  num_decode_tokens = 0;
+  num_skipped_running = 0;
+  admission_stop = AdmissionStop::QUEUE_EMPTY;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_((validate(config), config)), kv_(kv_config(config)), waiting_(config.policy) {}
+
+bool Scheduler::check_new_request(const Request& r, RejectReason* reason) const {
+  const int64_t usable_blocks = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
+  const int64_t prompt = r.num_prompt_tokens;
+  RejectReason why{};
+  if (prompt <= 0) {
+    why = RejectReason::EMPTY_PROMPT;
+  } else if (prompt >= config_.max_model_len) {
+    why = RejectReason::PROMPT_TOO_LONG;
+  } else if (cdiv(std::min<int64_t>(prompt + config_.num_lookahead_tokens, config_.max_model_len),
+                  config_.block_size) > usable_blocks) {
+    why = RejectReason::PROMPT_EXCEEDS_POOL;
+  } else {
+    return true;
+  }
+  if (reason != nullptr) *reason = why;
+  return false;
+}
+
+void Scheduler::add_request(Request* r) {
+  if (r->request_id < 0) throw std::invalid_argument("add_request: negative request id");
+  if (r->status != RequestStatus::WAITING) {
+    throw std::invalid_argument(
+        fmt::format("add_request: request {} is not WAITING", r->request_id));
+  }
+  const auto id = static_cast<size_t>(r->request_id);
+  if (id >= by_id_.size()) {
+    by_id_.resize(std::max(id + 1, by_id_.size() * 2), nullptr);
+    scheduled_index_.resize(by_id_.size(), -1);
+  }
+  if (by_id_[id] != nullptr) {
+    throw std::invalid_argument("add_request: request id " + std::to_string(id) +
+                                " already queued");
+  }
+  by_id_[id] = r;
+  if (config_.enable_prefix_caching && r->hash_block_size == 0) {
+    r->enable_block_hashing(config_.block_size);
+  }
+  waiting_.add(r);
+}
+
+ScheduledRequest& Scheduler::add_scheduled(Request& r, int32_t n,
+                                           std::span<const BlockId> new_blocks) {
+  ScheduledRequest s;
+  s.request_id = r.request_id;
+  s.num_tokens = n;
+  s.num_computed_tokens = r.num_computed_tokens;
+  s.new_blocks_begin = static_cast<int32_t>(output_.new_block_ids.size());
+  s.new_blocks_count = static_cast<int32_t>(new_blocks.size());
+  s.is_decode = r.num_output_tokens > 0 && r.num_computed_tokens == r.num_tokens() - 1;
+  output_.new_block_ids.insert(output_.new_block_ids.end(), new_blocks.begin(), new_blocks.end());
+  scheduled_index_[static_cast<size_t>(r.request_id)] =
+      static_cast<int32_t>(output_.scheduled.size());
+  output_.scheduled.push_back(s);
+  return output_.scheduled.back();
+}
+
+void Scheduler::unschedule(size_t idx, int64_t& token_budget) {
+  token_budget += output_.scheduled[idx].num_tokens;
+  scheduled_index_[static_cast<size_t>(output_.scheduled[idx].request_id)] = -1;
+  output_.scheduled.erase(output_.scheduled.begin() + static_cast<std::ptrdiff_t>(idx));
+  for (size_t k = idx; k < output_.scheduled.size(); ++k) {
+    scheduled_index_[static_cast<size_t>(output_.scheduled[k].request_id)] =
+        static_cast<int32_t>(k);
+  }
+}
+
+void Scheduler::preempt(Request* victim) {
+  kv_.free(*victim);
+  victim->status = RequestStatus::PREEMPTED;
+  victim->num_computed_tokens = 0;
+  victim->num_preemptions += 1;
+  output_.preempted_req_ids.push_back(victim->request_id);
+  // Without the full-sequence gate vLLM would re-admit a request that can never complete and
+  // preempt it again forever; kvsim aborts it instead (replay conventions §6: never a hang).
+  const int64_t need = cdiv(
+      std::min<int64_t>(static_cast<int64_t>(victim->num_tokens()) + config_.num_lookahead_tokens,
+                        config_.max_model_len),
+      config_.block_size);
+  if (!config_.scheduler_reserve_full_isl && need > config_.num_gpu_blocks - 1) {
+    victim->status = RequestStatus::FINISHED_ABORTED;
+    by_id_[static_cast<size_t>(victim->request_id)] = nullptr;
+    output_.aborted_req_ids.push_back(victim->request_id);
+    return;
+  }
+  waiting_.prepend(victim);
+}
+
+bool Scheduler::schedule_running(int64_t& token_budget) {
+  bool preempted_any = false;
+  const int64_t threshold = config_.long_prefill_token_threshold;
+  size_t i = 0;
+  while (i < running_.size() && token_budget > 0) {
+    Request* req = running_[i];
+    int64_t n = static_cast<int64_t>(req->num_tokens()) - req->num_computed_tokens;
+    if (threshold > 0 && n > threshold) n = threshold;
+    n = std::min(n, token_budget);
+    n = std::min<int64_t>(
+        n, static_cast<int64_t>(config_.max_model_len) - req->num_computed_tokens - 1);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    AllocateSlotsArgs args;
+    args.num_new_tokens = static_cast<int32_t>(n);
+    args.num_lookahead_tokens = config_.num_lookahead_tokens;
+    std::optional<std::span<const BlockId>> new_blocks;
+    bool can_schedule = true;
+    while (true) {
+      new_blocks = kv_.allocate_slots(*req, args);
+      if (new_blocks) break;
+      Request* victim = nullptr;
+      if (config_.policy == SchedulingPolicy::FCFS) {
+        victim = running_.back();
+        running_.pop_back();
+      } else {
+        // Python max(): the first element with the largest (priority, arrival_time).
+        size_t j = 0;
+        for (size_t k = 1; k < running_.size(); ++k) {
+          const Request* a = running_[k];
+          const Request* b = running_[j];
+          if (a->priority > b->priority ||
+              (a->priority == b->priority && a->arrival_time_ns > b->arrival_time_ns)) {
+            j = k;
+          }
+        }
+        victim = running_[j];
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(j));
+        const int32_t si = scheduled_index_[static_cast<size_t>(victim->request_id)];
+        if (si >= 0) {
+          // v26 behaviour (fixed upstream by #49206): the index moves back only when the victim
+          // was scheduled this step; an earlier unscheduled victim makes the loop skip a request.
+          unschedule(static_cast<size_t>(si), token_budget);
+          --i;
+        }
+      }
+      preempt(victim);
+      preempted_any = true;
+      if (victim == req) {
+        can_schedule = false;
+        break;
+      }
+    }
+    if (!can_schedule) break;
+    add_scheduled(*req, static_cast<int32_t>(n), *new_blocks);
+    token_budget -= n;
+    ++i;
+  }
+  return preempted_any;
+}
+
+void Scheduler::schedule_waiting(int64_t& token_budget) {
+  const int64_t threshold = config_.long_prefill_token_threshold;
+  while (!waiting_.empty()) {
+    if (token_budget <= 0) {
+      output_.admission_stop = AdmissionStop::TOKEN_BUDGET;
+      return;
+    }
+    if (static_cast<int64_t>(running_.size()) >= config_.max_num_seqs) {
+      output_.admission_stop = AdmissionStop::MAX_NUM_SEQS;
+      return;
+    }
+    Request* req = waiting_.peek();
+    ComputedBlocks hits;
+    int32_t computed = req->num_computed_tokens;
+    if (computed == 0 && config_.enable_prefix_caching) {
+      hits = kv_.get_computed_blocks(*req);
+      computed = hits.num_computed_tokens;
+    }
+    int64_t n = static_cast<int64_t>(req->num_tokens()) - computed;
+    if (threshold > 0 && n > threshold) n = threshold;
+    if (!config_.enable_chunked_prefill && n > token_budget) {
+      output_.admission_stop = AdmissionStop::TOKEN_BUDGET;
+      return;
+    }
+    n = std::min(n, token_budget);
+    AllocateSlotsArgs args;
+    args.num_new_tokens = static_cast<int32_t>(n);
+    args.num_new_computed_tokens = hits.num_computed_tokens;
+    args.new_computed_blocks = hits.blocks;
+    args.num_lookahead_tokens = config_.num_lookahead_tokens;
+    args.full_sequence_must_fit = config_.scheduler_reserve_full_isl;
+    args.has_scheduled_reqs = !running_.empty();
+    auto new_blocks = kv_.allocate_slots(*req, args);
+    if (!new_blocks) {
+      output_.admission_stop = AdmissionStop::KV_CACHE;
+      return;
+    }
+    if (config_.enable_prefix_caching)
+      kv_.record_prefix_cache_stats(*req, hits.num_computed_tokens);
+    waiting_.pop();
+    running_.push_back(req);
+    const RequestStatus was = req->status;
+    req->num_computed_tokens = computed;
+    ScheduledRequest& s = add_scheduled(*req, static_cast<int32_t>(n), *new_blocks);
+    s.is_new = was == RequestStatus::WAITING;
+    s.is_resumed = was == RequestStatus::PREEMPTED;
+    s.num_prefix_hit_tokens = hits.num_computed_tokens;
+    req->status = RequestStatus::RUNNING;
+    token_budget -= n;
+  }
+  output_.admission_stop = AdmissionStop::QUEUE_EMPTY;
+}
+
+const SchedulerOutput& Scheduler::schedule() {
+  if (output_pending_) {
+    throw std::logic_error("Scheduler::schedule called twice without update_from_output");
+  }
+  output_.clear();
+  output_.finished_req_ids.swap(finished_pending_);
+  output_.step_index = step_++;
+  int64_t token_budget = config_.max_num_batched_tokens;
+
+  const bool preempted = schedule_running(token_budget);
+  output_.num_skipped_running =
+      static_cast<int32_t>(running_.size()) - static_cast<int32_t>(output_.scheduled.size());
+  if (preempted) {
+    output_.admission_stop = AdmissionStop::PREEMPTED;
+  } else {
+    schedule_waiting(token_budget);
+  }
+
+  // vLLM _update_after_schedule: the scheduled tokens count as computed from now on.
+  for (const ScheduledRequest& s : output_.scheduled) {
+    Request* r = by_id_[static_cast<size_t>(s.request_id)];
+    r->num_computed_tokens += s.num_tokens;
+    output_.total_num_scheduled_tokens += s.num_tokens;
+    (s.is_decode ? output_.num_decode_tokens : output_.num_prefill_tokens) += s.num_tokens;
+  }
+  output_pending_ = true;
+  return output_;
+}
+
+void Scheduler::update_from_output() {
+  if (!output_pending_) throw std::logic_error("Scheduler::update_from_output without schedule");
+  output_pending_ = false;
+  bool any_finished = false;
+  for (ScheduledRequest& s : output_.scheduled) {
+    const auto id = static_cast<size_t>(s.request_id);
+    scheduled_index_[id] = -1;
+    Request* r = by_id_[id];
+    if (r->num_computed_tokens < r->num_tokens()) continue;  // partial prefill: no token
+    r->append_output_tokens(1);
+    s.sampled = true;
+    if (r->num_output_tokens >= r->max_tokens || r->num_tokens() >= config_.max_model_len) {
+      r->status = RequestStatus::FINISHED_LENGTH_CAPPED;
+      kv_.free(*r);
+      s.finished = true;
+      finished_pending_.push_back(r->request_id);
+      by_id_[id] = nullptr;
+      any_finished = true;
+    }
+  }
+  if (any_finished) {
+    std::erase_if(running_, [](const Request* r) { return is_finished(r->status); });
+  }
+}
+
+Request* Scheduler::abort_waiting_head() {
+  Request* r = waiting_.pop();
+  kv_.free(*r);
+  r->status = RequestStatus::FINISHED_ABORTED;
+  by_id_[static_cast<size_t>(r->request_id)] = nullptr;
+  return r;
+}
+
+}  // namespace kvsim

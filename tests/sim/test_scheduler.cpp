@@ -1,0 +1,369 @@
+// Golden tests of the vLLM 0.26 Scheduler clone (spec §4.1, §5.3-5.4, §9.1). Every expected
+// block id is derived by hand from the spec's rules in the comments next to it.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "kvsim/sim/scheduler.h"
+
+namespace kvsim {
+namespace {
+
+std::vector<BlockId> ids(std::span<const BlockId> s) {
+  return {s.begin(), s.end()};
+}
+
+struct Harness {
+  explicit Harness(const SchedulerConfig& c) : s(c) {}
+  // Adds a request whose prompt tokens are given (prefix caching compares them).
+  Request& add(std::vector<int32_t> tokens, int32_t max_tokens, int32_t priority = 0,
+               int64_t arrival_ns = 0) {
+    Request& r = reqs.emplace_back();
+    r.request_id = static_cast<int64_t>(reqs.size()) - 1;
+    r.num_prompt_tokens = static_cast<int32_t>(tokens.size());
+    r.max_tokens = max_tokens;
+    r.priority = priority;
+    r.arrival_time_ns = arrival_ns;
+    r.content.token_ids = std::make_shared<const std::vector<int32_t>>(std::move(tokens));
+    r.content.salt = static_cast<uint64_t>(r.request_id) + 1;
+    s.add_request(&r);
+    return r;
+  }
+  // A prompt of n tokens unique to this harness (base, base+1, ...).
+  Request& add_unique(int32_t n, int32_t max_tokens, int32_t priority = 0, int64_t arrival = 0) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    std::iota(t.begin(), t.end(), next_token);
+    next_token += n + 1000;
+    return add(std::move(t), max_tokens, priority, arrival);
+  }
+  const SchedulerOutput& step() {
+    const SchedulerOutput& out = s.schedule();
+    s.update_from_output();
+    s.kv_cache_manager().check_invariants();
+    return out;
+  }
+  std::vector<BlockId> table(const Request& r) const {
+    return ids(s.kv_cache_manager().get_block_ids(r.request_id));
+  }
+  std::vector<BlockId> free_queue() const {
+    return s.kv_cache_manager().block_pool().free_block_queue().get_all_free_blocks();
+  }
+  std::vector<int64_t> scheduled_ids(const SchedulerOutput& out) const {
+    std::vector<int64_t> v;
+    for (const auto& x : out.scheduled) v.push_back(x.request_id);
+    return v;
+  }
+  std::vector<int32_t> scheduled_tokens(const SchedulerOutput& out) const {
+    std::vector<int32_t> v;
+    for (const auto& x : out.scheduled) v.push_back(x.num_tokens);
+    return v;
+  }
+  Scheduler s;
+  std::deque<Request> reqs;
+  int32_t next_token = 1;
+};
+
+SchedulerConfig small(int32_t num_blocks, int32_t block_size, bool caching) {
+  SchedulerConfig c;
+  c.num_gpu_blocks = num_blocks;
+  c.block_size = block_size;
+  c.enable_prefix_caching = caching;
+  c.max_model_len = 1000;
+  c.max_num_batched_tokens = 1000;
+  c.max_num_seqs = 16;
+  return c;
+}
+
+// Spec §4.1 worked illustration (v26, caching on, bs=4, N=10, sync, FCFS).
+TEST(SchedulerGolden, Spec41WorkedIllustration) {
+  Harness h(small(10, 4, true));
+  std::vector<int32_t> p1 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<int32_t> p2 = {0, 1, 2, 3, 4, 5, 6, 7, 100, 101};
+  Request& r1 = h.add(p1, 2);
+  Request& r2 = h.add(p2, 10);
+  const SchedulerOutput& o1 = h.step();
+  ASSERT_EQ(h.scheduled_ids(o1), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(h.scheduled_tokens(o1), (std::vector<int32_t>{10, 2}));  // R2 hits 8 tokens
+  EXPECT_EQ(o1.scheduled[1].num_prefix_hit_tokens, 8);
+  EXPECT_EQ(h.table(r1), (std::vector<BlockId>{1, 2, 3}));
+  EXPECT_EQ(h.table(r2), (std::vector<BlockId>{1, 2, 4}));
+  EXPECT_EQ(h.s.kv_cache_manager().block_pool().ref_cnt(1), 2);
+  // Step 2: both decode; R1 reaches max_tokens=2 and frees reversed [3,2,1]: 3 (unhashed) is
+  // prepended, 2 and 1 drop to ref 1.
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(h.scheduled_tokens(o2), (std::vector<int32_t>{1, 1}));
+  EXPECT_TRUE(o2.scheduled[0].finished);
+  EXPECT_EQ(r1.status, RequestStatus::FINISHED_LENGTH_CAPPED);
+  EXPECT_EQ(h.free_queue(), (std::vector<BlockId>{3, 5, 6, 7, 8, 9}));
+  // Step 3: a new 5-token request gets [3, 5] (main-May would give [5, 6]).
+  Request& r3 = h.add_unique(5, 4);
+  const SchedulerOutput& o3 = h.step();
+  EXPECT_EQ(o3.finished_req_ids, (std::vector<int64_t>{0}));
+  EXPECT_EQ(h.table(r3), (std::vector<BlockId>{3, 5}));
+  EXPECT_TRUE(o3.scheduled[1].is_new);
+}
+
+// FCFS: victims are popped from the back of running; each goes to the front of waiting, so the
+// running order is preserved there; a self-preemption ends the RUNNING loop.
+TEST(SchedulerGolden, FcfsVictimOrderAndWaitingFront) {
+  SchedulerConfig c = small(6, 4, false);  // 5 usable blocks
+  c.max_num_seqs = 4;
+  Harness h(c);
+  Request& a = h.add_unique(4, 10);
+  Request& b = h.add_unique(4, 10);
+  Request& cc = h.add_unique(4, 10);
+  Request& d = h.add_unique(4, 10);
+  Request& e = h.add_unique(4, 10);
+  const SchedulerOutput& o1 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o1), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(o1.admission_stop, AdmissionStop::MAX_NUM_SEQS);
+  // Step 2: every request needs a 2nd block. A takes 5; B preempts D (D's block 4 is prepended
+  // and reused by B); C finds nothing and preempts itself.
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(o2.admission_stop, AdmissionStop::PREEMPTED);
+  EXPECT_EQ(h.table(a), (std::vector<BlockId>{1, 5}));
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 4}));
+  EXPECT_EQ(cc.status, RequestStatus::PREEMPTED);
+  EXPECT_EQ(cc.num_computed_tokens, 0);
+  EXPECT_EQ(cc.num_tokens(), 5);  // generated token kept
+  EXPECT_EQ(d.num_preemptions, 1);
+  // Waiting is now [C, D, E].
+  std::vector<int64_t> order;
+  RequestQueue copy = h.s.waiting();
+  while (!copy.empty()) order.push_back(copy.pop()->request_id);
+  EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(e.status, RequestStatus::WAITING);
+}
+
+// PRIORITY: the victim is the first running request with the largest (priority, arrival).
+TEST(SchedulerGolden, PriorityVictimIsFirstMax) {
+  SchedulerConfig c = small(4, 4, false);  // 3 usable blocks
+  c.policy = SchedulingPolicy::PRIORITY;
+  Harness h(c);
+  h.add_unique(4, 10, /*priority=*/0, /*arrival=*/0);
+  h.add_unique(4, 10, 2, 1);
+  h.add_unique(4, 10, 2, 1);
+  const SchedulerOutput& o1 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o1), (std::vector<int64_t>{0, 1, 2}));
+  // Step 2: request 0 needs a block: the victim is request 1 (ties with 2, comes first), not the
+  // last of running. Then request 2 needs a block and is the max itself.
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0}));
+  EXPECT_EQ(h.table(h.reqs[0]), (std::vector<BlockId>{1, 2}));
+}
+
+// PRIORITY: a victim already scheduled in this step gives its tokens back and leaves the output.
+TEST(SchedulerGolden, PriorityVictimScheduledThisStepIsUnscheduled) {
+  SchedulerConfig c = small(3, 4, false);  // 2 usable blocks
+  c.policy = SchedulingPolicy::PRIORITY;
+  Harness h(c);
+  Request& low = h.add_unique(3, 10, /*priority=*/5, 0);  // served later, but admitted first
+  h.step();                                               // low alone: prefill 3 -> 4 tokens
+  Request& high = h.add_unique(4, 10, /*priority=*/0, 1);
+  const SchedulerOutput& o2 = h.step();  // low decodes in its block; high admitted (block 2)
+  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
+  // Step 3: low (index 0) needs a 2nd block: victim = max priority = low itself -> break.
+  // Order in running is [low, high]; low is the first max.
+  const SchedulerOutput& o3 = h.step();
+  EXPECT_EQ(o3.preempted_req_ids, (std::vector<int64_t>{0}));
+  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{}));
+  // Step 4: high needs a 2nd block; low waits; the free block goes to high.
+  const SchedulerOutput& o4 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o4), (std::vector<int64_t>{1}));
+  EXPECT_EQ(o4.scheduled[0].num_tokens, 1);
+  EXPECT_EQ(low.status, RequestStatus::PREEMPTED);
+  EXPECT_EQ(h.table(high).size(), 2u);
+}
+
+// No admission in a step that preempted, then head-of-line blocking: the resumed head does not
+// fit and the small request behind it is not looked at.
+TEST(SchedulerGolden, NoAdmissionAfterPreemptionThenHeadOfLineBlocking) {
+  Harness h(small(5, 4, false));  // 4 usable blocks
+  Request& a = h.add_unique(4, 10);
+  Request& b = h.add_unique(8, 10);
+  h.step();  // A [1], B [2,3]
+  Request& w = h.add_unique(3, 10);
+  // Step 2: A takes block 4; B needs a 3rd block, preempts itself (frees 2 blocks). W would
+  // fit but the waiting loop does not run.
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{a.request_id}));
+  EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(o2.admission_stop, AdmissionStop::PREEMPTED);
+  EXPECT_EQ(h.s.kv_cache_manager().num_free_blocks(), 2);
+  // Step 3: B (9 tokens = 3 blocks) heads the queue and does not fit in 2 free blocks: break.
+  const SchedulerOutput& o3 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{a.request_id}));
+  EXPECT_EQ(o3.admission_stop, AdmissionStop::KV_CACHE);
+  EXPECT_EQ(w.status, RequestStatus::WAITING);
+}
+
+// Chunked prefill: the token budget is split in order; a partial chunk samples nothing.
+TEST(SchedulerGolden, ChunkedPrefillBudgetSplits) {
+  SchedulerConfig c = small(100, 4, false);
+  c.max_num_batched_tokens = 8;
+  c.max_num_seqs = 8;
+  Harness h(c);
+  Request& a = h.add_unique(20, 5);
+  h.add_unique(6, 5);
+  const SchedulerOutput& o1 = h.step();
+  EXPECT_EQ(h.scheduled_tokens(o1), (std::vector<int32_t>{8}));
+  EXPECT_EQ(o1.admission_stop, AdmissionStop::TOKEN_BUDGET);
+  EXPECT_FALSE(o1.scheduled[0].sampled);
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(h.scheduled_tokens(o2), (std::vector<int32_t>{8}));
+  const SchedulerOutput& o3 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(h.scheduled_tokens(o3), (std::vector<int32_t>{4, 4}));
+  EXPECT_TRUE(o3.scheduled[0].sampled);
+  EXPECT_FALSE(o3.scheduled[1].sampled);
+  EXPECT_EQ(a.num_output_tokens, 1);
+  const SchedulerOutput& o4 = h.step();
+  EXPECT_EQ(h.scheduled_tokens(o4), (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(o4.scheduled[0].is_decode);
+  EXPECT_FALSE(o4.scheduled[1].is_decode);
+  EXPECT_TRUE(o4.scheduled[1].sampled);
+}
+
+TEST(SchedulerGolden, LongPrefillThresholdAndChunkingOff) {
+  SchedulerConfig c = small(100, 4, false);
+  c.max_num_batched_tokens = 8;
+  c.max_num_seqs = 8;
+  c.long_prefill_token_threshold = 5;
+  Harness h(c);
+  h.add_unique(12, 2);
+  EXPECT_EQ(h.scheduled_tokens(h.step()), (std::vector<int32_t>{5}));
+  EXPECT_EQ(h.scheduled_tokens(h.step()), (std::vector<int32_t>{5}));
+  EXPECT_EQ(h.scheduled_tokens(h.step()), (std::vector<int32_t>{2}));
+
+  SchedulerConfig off = small(100, 4, false);
+  off.max_num_batched_tokens = 8;
+  off.max_num_seqs = 8;
+  off.max_model_len = 8;
+  off.enable_chunked_prefill = false;
+  Harness g(off);
+  g.add_unique(6, 1);
+  g.add_unique(6, 1);
+  const SchedulerOutput& o = g.step();  // 6 + 6 > 8: the second prompt waits whole
+  EXPECT_EQ(g.scheduled_tokens(o), (std::vector<int32_t>{6}));
+  EXPECT_EQ(o.admission_stop, AdmissionStop::TOKEN_BUDGET);
+}
+
+// A preempted request re-hits its own cached prefix when it is resumed (spec §4.2).
+TEST(SchedulerGolden, ResumedRequestReHitsOwnPrefix) {
+  Harness h(small(6, 4, true));  // 5 usable blocks
+  Request& a = h.add_unique(4, 6);
+  Request& b = h.add_unique(9, 20);
+  h.step();  // A [1], B [2,3,4]; free [5]
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 3, 4}));
+  h.step();  // A takes 5
+  h.step();
+  h.step();                              // B's block 4 becomes full and hashed
+  const SchedulerOutput& o5 = h.step();  // B needs a 4th block: preempts itself
+  EXPECT_EQ(o5.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(h.free_queue(), (std::vector<BlockId>{4, 3, 2}));  // hashed: appended reversed
+  const SchedulerOutput& o6 = h.step();  // A pops 4 (evicts it) and finishes; B cannot fit yet
+  EXPECT_EQ(o6.admission_stop, AdmissionStop::KV_CACHE);
+  EXPECT_EQ(a.status, RequestStatus::FINISHED_LENGTH_CAPPED);
+  const SchedulerOutput& o7 = h.step();
+  ASSERT_EQ(h.scheduled_ids(o7), (std::vector<int64_t>{b.request_id}));
+  EXPECT_TRUE(o7.scheduled[0].is_resumed);
+  EXPECT_EQ(o7.scheduled[0].num_prefix_hit_tokens, 8);  // blocks 2,3 survived; 4 was evicted
+  EXPECT_EQ(o7.scheduled[0].num_tokens, 13 - 8);
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 3, 4, 5}));
+  const PrefixCacheStats& st = h.s.kv_cache_manager().prefix_cache_stats();
+  EXPECT_EQ(st.preempted_requests, 1);
+  EXPECT_EQ(st.preempted_hits, 8);
+}
+
+// Watermark: a waiting request pays int(watermark * N) blocks unless running is empty.
+TEST(SchedulerGolden, WatermarkHeadroom) {
+  for (double wm : {0.0, 0.2}) {
+    SchedulerConfig c = small(10, 4, false);  // 9 usable
+    c.watermark = wm;
+    Harness h(c);
+    h.add_unique(16, 5);  // 4 blocks, running empty: no watermark
+    h.add_unique(16, 5);  // 4 blocks: 4 + int(0.2 * 10) = 6 > 5 free
+    const SchedulerOutput& o = h.step();
+    EXPECT_EQ(o.scheduled.size(), wm == 0.0 ? 2u : 1u) << "watermark " << wm;
+  }
+}
+
+// Full-sequence gate: admission needs room for the whole current sequence, not the chunk.
+TEST(SchedulerGolden, FullSequenceGate) {
+  for (bool gate : {true, false}) {
+    SchedulerConfig c = small(6, 4, false);  // 5 usable
+    c.max_num_batched_tokens = 12;
+    c.max_num_seqs = 12;
+    c.scheduler_reserve_full_isl = gate;
+    Harness h(c);
+    h.add_unique(8, 5);   // 2 blocks, budget left 4
+    h.add_unique(16, 5);  // whole prompt: 4 blocks > 3 free; its 4-token chunk: 1 block
+    const SchedulerOutput& o = h.step();
+    ASSERT_EQ(o.scheduled.size(), gate ? 1u : 2u) << "gate " << gate;
+    if (!gate) {
+      EXPECT_EQ(o.scheduled[1].num_tokens, 4);
+    }
+  }
+}
+
+TEST(SchedulerGolden, MaxModelLenStopsAndArrivalRejections) {
+  SchedulerConfig c = small(5, 4, false);  // 4 usable, cdiv(L=20, 4) == 5 == N
+  c.max_model_len = 20;
+  Harness h(c);
+  Request r;
+  RejectReason why{};
+  r.num_prompt_tokens = 0;
+  EXPECT_FALSE(h.s.check_new_request(r, &why));
+  EXPECT_EQ(why, RejectReason::EMPTY_PROMPT);
+  r.num_prompt_tokens = 20;
+  EXPECT_FALSE(h.s.check_new_request(r, &why));
+  EXPECT_EQ(why, RejectReason::PROMPT_TOO_LONG);
+  r.num_prompt_tokens = 17;  // 5 blocks > N - 1
+  EXPECT_FALSE(h.s.check_new_request(r, &why));
+  EXPECT_EQ(why, RejectReason::PROMPT_EXCEEDS_POOL);
+  r.num_prompt_tokens = 16;
+  EXPECT_TRUE(h.s.check_new_request(r, &why));
+  // A request stops when num_tokens reaches max_model_len even below max_tokens.
+  Request& x = h.add_unique(14, 100);
+  h.step();  // prefill 14, sample: 15 tokens
+  EXPECT_EQ(x.num_tokens(), 15);
+  h.step();  // C = 15, 16 tokens
+  h.step();  // C = 16 fills block 4, 17 tokens
+  EXPECT_EQ(x.status, RequestStatus::RUNNING);
+  h.step();  // position 16 needs a 5th block; only 4 are usable: self-preemption
+  EXPECT_EQ(x.status, RequestStatus::PREEMPTED);
+}
+
+TEST(SchedulerGolden, ConfigValidation) {
+  SchedulerConfig c = small(10, 4, true);
+  c.max_num_seqs = 0;
+  EXPECT_THROW(Scheduler{c}, std::invalid_argument);
+  c = small(10, 4, true);
+  c.watermark = 1.0;
+  EXPECT_THROW(Scheduler{c}, std::invalid_argument);
+  c = small(10, 4, true);
+  c.enable_chunked_prefill = false;
+  c.max_num_batched_tokens = 100;  // < max_model_len 1000
+  EXPECT_THROW(Scheduler{c}, std::invalid_argument);
+}
+
+TEST(SchedulerGolden, MaxModelLenFinishes) {
+  SchedulerConfig c = small(100, 4, false);
+  c.max_model_len = 12;
+  Harness h(c);
+  Request& x = h.add_unique(10, 100);
+  h.step();                             // 11 tokens
+  const SchedulerOutput& o = h.step();  // 12 = L: finished
+  EXPECT_TRUE(o.scheduled[0].finished);
+  EXPECT_EQ(x.num_output_tokens, 2);
+  EXPECT_EQ(x.status, RequestStatus::FINISHED_LENGTH_CAPPED);
+}
+
+}  // namespace
+}  // namespace kvsim
