@@ -1,0 +1,42 @@
+// Whole-file text input for the trace readers: plain or gzip-compressed (detected by the gzip
+// magic bytes 1f 8b, not by the name), split into lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kvsim {
+
+// Reads a file into memory, decompressing it when it starts with the gzip magic bytes
+// (concatenated gzip members are read in sequence). Throws std::runtime_error naming the file
+// when it cannot be opened or read, and when a gzip stream is corrupt or cut short.
+std::string read_text_file(const std::string& path, bool* was_gzip = nullptr);
+
+// Hands out the lines of a file in order. A line excludes its "\n" and a "\r" before it.
+// line_number() is 1-based and counts every line, blank ones included, so that it matches what
+// an editor shows.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path);
+
+  // The next line, or false at the end of the file. A final line without "\n" is still a line.
+  bool next(std::string_view& line);
+  int64_t line_number() const { return line_number_; }
+  // Whether the line last returned was terminated by "\n" (false only for a last line at EOF).
+  bool last_line_terminated() const { return last_terminated_; }
+  const std::string& path() const { return path_; }
+  bool gzipped() const { return gzipped_; }
+  // The first line that is not blank, without consuming anything; empty if there is none.
+  std::string_view first_nonblank_line() const;
+
+ private:
+  std::string path_;
+  std::string data_;
+  size_t pos_ = 0;
+  int64_t line_number_ = 0;
+  bool last_terminated_ = true;
+  bool gzipped_ = false;
+};
+
+}  // namespace kvsim

@@ -1,0 +1,191 @@
+// CSV layouts: Azure, Vidur, BurstGPT (6- and 8-column), ShareGPT length tables. Columns are
+// found by name in the header, so extra or reordered columns are fine.
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "kvsim/sim/trace_parse.h"
+#include "trace_readers.h"
+
+namespace kvsim::detail {
+namespace {
+
+// Splits one CSV line into fields (RFC 4180 quoting within the line; "" is a quote).
+// Returns false on an unterminated quote.
+bool split_csv(std::string_view line, std::vector<std::string_view>& fields,
+               std::vector<std::string>& unquoted) {
+  fields.clear();
+  unquoted.clear();
+  size_t i = 0;
+  while (true) {
+    if (i < line.size() && line[i] == '"') {
+      std::string value;
+      ++i;
+      while (true) {
+        if (i >= line.size()) return false;
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            value.push_back('"');
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        value.push_back(line[i++]);
+      }
+      // Quoted values are kept in `unquoted`; views into it stay valid (reserved below).
+      unquoted.push_back(std::move(value));
+      fields.emplace_back(unquoted.back());
+      if (i < line.size() && line[i] != ',') return false;
+    } else {
+      const size_t comma = line.find(',', i);
+      const size_t end = comma == std::string_view::npos ? line.size() : comma;
+      fields.push_back(line.substr(i, end - i));
+      i = end;
+    }
+    if (i >= line.size()) return true;
+    ++i;  // the comma
+  }
+}
+
+struct Columns {
+  int arrival = -1;
+  int input = -1;
+  int output = -1;
+  int session = -1;
+  const char* arrival_name = nullptr;
+  const char* input_name = nullptr;
+  const char* output_name = nullptr;
+};
+
+int find_column(const std::vector<std::string>& header, std::string_view name) {
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::vector<std::string> split_csv_header(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::vector<std::string> unquoted;
+  unquoted.reserve(line.size());
+  split_csv(line, fields, unquoted);
+  std::vector<std::string> out;
+  for (const auto f : fields) out.emplace_back(trace_parse::trim(f));
+  return out;
+}
+
+bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
+  const std::string& path = reader.path();
+  std::string_view line;
+  // The header is the first non-blank line.
+  while (reader.next(line) && trace_parse::trim(line).empty()) {
+  }
+  const int64_t header_line = reader.line_number();
+  const std::vector<std::string> header = split_csv_header(line);
+
+  Columns c;
+  switch (format) {
+    case TraceFormat::AZURE:
+      c.arrival_name = "TIMESTAMP", c.input_name = "ContextTokens",
+      c.output_name = "GeneratedTokens";
+      break;
+    case TraceFormat::VIDUR:
+      c.arrival_name = "arrived_at", c.input_name = "num_prefill_tokens",
+      c.output_name = "num_decode_tokens";
+      break;
+    case TraceFormat::BURSTGPT:
+      c.arrival_name = "Timestamp", c.input_name = "Request tokens",
+      c.output_name = "Response tokens";
+      c.session = find_column(header, "Session ID");
+      break;
+    case TraceFormat::SHAREGPT:
+      c.input_name = "num_prefill_tokens", c.output_name = "num_decode_tokens";
+      break;
+    default:
+      throw std::logic_error("read_csv_trace: not a CSV format");
+  }
+  for (const char* name : {c.arrival_name, c.input_name, c.output_name}) {
+    if (name != nullptr && find_column(header, name) < 0) {
+      throw TraceError(path, header_line, name,
+                       fmt::format("missing column in the {} header", to_string(format)), line);
+    }
+  }
+  if (c.arrival_name) c.arrival = find_column(header, c.arrival_name);
+  c.input = find_column(header, c.input_name);
+  c.output = find_column(header, c.output_name);
+
+  std::vector<std::string_view> fields;
+  std::vector<std::string> unquoted;
+  const auto parse_tokens = [&](int col, const char* name) -> int32_t {
+    const std::string_view raw = trace_parse::trim(fields[static_cast<size_t>(col)]);
+    const auto v = trace_parse::parse_int(raw);
+    if (!v) {
+      throw TraceError(path, reader.line_number(), name, "not an integer token count", raw);
+    }
+    if (*v < 0) throw TraceError(path, reader.line_number(), name, "negative token count", raw);
+    if (*v > std::numeric_limits<int32_t>::max()) {
+      throw TraceError(path, reader.line_number(), name, "token count out of range", raw);
+    }
+    return static_cast<int32_t>(*v);
+  };
+
+  while (reader.next(line)) {
+    if (trace_parse::trim(line).empty()) continue;
+    sink.count_row();
+    try {
+      unquoted.reserve(line.size());
+      if (!split_csv(line, fields, unquoted)) {
+        throw TraceError(path, reader.line_number(), "row", "unterminated quoted field", line);
+      }
+      if (fields.size() < header.size()) {
+        throw TraceError(path, reader.line_number(), header[fields.size()],
+                         fmt::format("missing value: {} fields, the header has {}", fields.size(),
+                                     header.size()),
+                         line);
+      }
+      if (fields.size() > header.size()) {
+        throw TraceError(path, reader.line_number(), "row",
+                         fmt::format("{} fields, the header has {}", fields.size(), header.size()),
+                         line);
+      }
+      TraceRequest r;
+      r.source_line = reader.line_number();
+      r.input_tokens = parse_tokens(c.input, c.input_name);
+      r.output_tokens = parse_tokens(c.output, c.output_name);
+      if (c.arrival >= 0) {
+        const std::string_view raw = trace_parse::trim(fields[static_cast<size_t>(c.arrival)]);
+        const auto t = format == TraceFormat::AZURE ? trace_parse::parse_datetime_ns(raw)
+                                                    : trace_parse::parse_seconds_ns(raw);
+        if (!t) {
+          throw TraceError(path, reader.line_number(), c.arrival_name,
+                           format == TraceFormat::AZURE
+                               ? "not a timestamp YYYY-MM-DD HH:MM:SS[.fffffff]"
+                               : "not a number of seconds",
+                           raw);
+        }
+        r.arrival_ns = *t;
+      }
+      if (c.session >= 0) {
+        r.session_id = std::string(trace_parse::trim(fields[static_cast<size_t>(c.session)]));
+      }
+      // BurstGPT logs failed requests with zero response tokens: not requests that ran.
+      if (format == TraceFormat::BURSTGPT && r.output_tokens == 0) {
+        sink.drop("failed request (zero response tokens)");
+        continue;
+      }
+      sink.add(std::move(r));
+    } catch (const TraceError& e) {
+      sink.bad_row(e);
+    }
+  }
+  return c.arrival >= 0;
+}
+
+}  // namespace kvsim::detail
