@@ -1,0 +1,48 @@
+// make_kv_backend: the one entry point sim/cli use to pick a KV storage backend.
+//
+// kind null: no storage (the default replay); host: HostKvBackend; cuda: CudaKvBackend.
+//
+// Real model shapes make big pools (Llama-3.1-8B, 30k blocks of 16: 60 GiB), fine on an H200 but
+// not in host RAM. `max_layers` (> 0) keeps only that many layers in the pool: the allocator,
+// slot mapping, block tables and verification are unchanged, bytes and times scale by
+// max_layers / num_layers (the replay can rescale them). The host backend also refuses a pool
+// above `max_host_pool_bytes` (0 = the machine's available memory) with the numbers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "kvsim/core/kv_backend.h"
+#include "kvsim/cuda/kv_layout.h"
+
+namespace kvsim {
+
+enum class KvBackendKind : uint8_t { kNull, kHost, kCuda };
+
+// null | host | cuda; throws std::invalid_argument naming the value otherwise.
+KvBackendKind parse_kv_backend_kind(std::string_view name);
+const char* kv_backend_kind_name(KvBackendKind kind);
+
+struct KvBackendConfig {
+  KvBackendKind kind = KvBackendKind::kNull;
+  int64_t num_blocks = 0;  // pool size N, null block included
+  int32_t block_size = 16;
+  int32_t num_layers = 1;
+  int32_t num_kv_heads = 1;
+  int32_t head_dim = 128;
+  KvDtype dtype = KvDtype::kBf16;
+  KvLayoutKind layout = KvLayoutKind::kNhdPacked;
+  int64_t host_swap_slots = 0;  // host blocks for swap preemption (0: swaps are rejected)
+  int32_t max_layers = 0;       // > 0: cap the pool's layer count (see above)
+  int64_t max_host_pool_bytes = 0;
+
+  // The pool layout this config yields (num_layers capped by max_layers).
+  KvCacheLayout pool_layout() const;
+};
+
+// Throws std::invalid_argument for a bad shape, std::runtime_error for `cuda` in a build without
+// CUDA or on a machine without a device, or for a pool that does not fit.
+std::unique_ptr<KvBackend> make_kv_backend(const KvBackendConfig& config);
+
+}  // namespace kvsim
