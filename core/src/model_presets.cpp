@@ -69,7 +69,7 @@ std::vector<ModelSpec> make_model_presets() {
     ModelSpec m =
         dense("gemma-2-9b", 42, 16, 8, 256, 3584, 14336, 256000, true, 9241705984.0, 8192);
     m.sliding_window = 4096;
-    m.sliding_window_note = "gemma-2 alternates sliding-window (4096) and global attention layers";
+    m.sliding_window_note = "gemma-2 alternates sliding-window and global attention layers";
     v.push_back(std::move(m));
   }
   return v;

@@ -1,0 +1,168 @@
+// Model/card flags -> PlanInputs.
+#include "plan_options.h"
+
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "kvsim/core/model_presets.h"
+#include "kvsim/sim/model_config.h"
+
+namespace kvsim::cli {
+namespace {
+
+void require_positive(const std::optional<int64_t>& v, const char* flag) {
+  if (v && *v <= 0) throw std::invalid_argument(fmt::format("{} must be > 0 (got {})", flag, *v));
+}
+
+ModelSpec resolve_model(const PlanOptions& o) {
+  if (!o.model.empty() && !o.config_path.empty()) {
+    throw std::invalid_argument("give either --model or --config, not both");
+  }
+  require_positive(o.num_layers, "--num-layers");
+  require_positive(o.num_kv_heads, "--num-kv-heads");
+  require_positive(o.head_dim, "--head-dim");
+  if (o.num_params && !(*o.num_params > 0)) {
+    throw std::invalid_argument(fmt::format("--num-params must be > 0 (got {})", *o.num_params));
+  }
+
+  ModelSpec m;
+  if (!o.model.empty()) {
+    m = find_model_preset(o.model);
+  } else if (!o.config_path.empty()) {
+    m = load_hf_config(o.config_path);
+  } else {
+    if (!o.num_layers || !o.num_kv_heads || !o.head_dim) {
+      throw std::invalid_argument(fmt::format(
+          "no model: pass --model NAME ({}), --config config.json, or all of --num-layers "
+          "--num-kv-heads --head-dim",
+          model_preset_names()));
+    }
+    m.name = "custom";
+  }
+  if (o.num_layers) m.num_layers = *o.num_layers;
+  if (o.num_kv_heads) {
+    m.num_kv_heads = *o.num_kv_heads;
+    // An attention-head count that no longer holds the KV heads is stale: forget it.
+    if (m.num_attention_heads != 0 && m.num_attention_heads % m.num_kv_heads != 0) {
+      m.num_attention_heads = 0;
+    }
+  }
+  if (o.head_dim) {
+    m.head_dim = *o.head_dim;
+    if (m.use_mla) {
+      throw std::invalid_argument(
+          "--head-dim does not apply to an MLA model (its KV width is "
+          "kv_lora_rank + qk_rope_head_dim)");
+    }
+  }
+  if (o.num_params) {
+    m.num_parameters = *o.num_params;
+    m.num_active_parameters = *o.num_params;
+    m.num_parameters_estimated = false;
+  }
+  if (o.dtype != "auto") {
+    if (o.dtype != "bfloat16" && o.dtype != "float16" && o.dtype != "float32") {
+      throw std::invalid_argument(fmt::format(
+          "--dtype: unknown value '{}' (expected auto, bfloat16, float16 or float32)", o.dtype));
+    }
+    m.dtype = o.dtype;
+  }
+  return m;
+}
+
+GpuSpec resolve_gpu(const PlanOptions& o) {
+  GpuSpec g;
+  if (!o.gpu.empty()) {
+    g = find_gpu_preset(o.gpu);
+  } else if (!o.vram_gib) {
+    g = find_gpu_preset(kDefaultGpu);
+  } else {
+    g.name = "custom";
+  }
+  if (o.vram_gib) {
+    if (!(*o.vram_gib > 0)) {
+      throw std::invalid_argument(fmt::format("--vram-gib must be > 0 (got {})", *o.vram_gib));
+    }
+    g.vram_gib = *o.vram_gib;
+  }
+  return g;
+}
+
+}  // namespace
+
+void add_model_card_options(CLI::App* app, PlanOptions& o) {
+  const std::string models = model_preset_names();
+  const std::string gpus = gpu_preset_names();
+  app->add_option("--model", o.model, "Model preset: " + models)->group("Model");
+  app->add_option("--config", o.config_path, "Hugging Face config.json to read the shape from")
+      ->group("Model");
+  app->add_option("--num-layers", o.num_layers, "Number of layers (overrides the model)")
+      ->group("Model");
+  app->add_option("--num-kv-heads", o.num_kv_heads, "Total KV heads (overrides the model)")
+      ->group("Model");
+  app->add_option("--head-dim", o.head_dim, "Head dimension (overrides the model)")->group("Model");
+  app->add_option("--num-params", o.num_params, "Parameter count, e.g. 7.6e9 (overrides)")
+      ->group("Model");
+  app->add_option("--dtype", o.dtype, "Model dtype: auto|bfloat16|float16|float32")
+      ->group("Model")
+      ->capture_default_str();
+  app->add_option("--gpu", o.gpu, "GPU preset: " + gpus + " (default " + kDefaultGpu + ")")
+      ->group("Card");
+  app->add_option("--vram-gib", o.vram_gib, "Card memory in GiB (overrides the preset)")
+      ->group("Card");
+  app->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                  "Fraction of the card vLLM may use, in (0, 1]")
+      ->group("Card")
+      ->capture_default_str();
+  app->add_option("--overhead-gib", o.overhead_gib,
+                  "CUDA context + activations + framework overhead, GiB")
+      ->group("Card")
+      ->capture_default_str();
+  app->add_option("--weights-gib", o.weights_gib, "Weight memory per GPU in GiB (overrides)")
+      ->group("Card");
+  app->add_option("--quantization", o.quantization,
+                  "Weight quantization: auto|none|awq|gptq|fp8 (auto = the checkpoint's)")
+      ->group("Card")
+      ->capture_default_str();
+  app->add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                  "auto|bfloat16|float16|fp8|fp8_e4m3|fp8_e5m2|float32 (auto = model dtype)")
+      ->group("Card")
+      ->capture_default_str();
+  app->add_option("--tensor-parallel-size,--tp", o.tensor_parallel_size,
+                  "Tensor-parallel GPUs; the plan is per GPU")
+      ->group("Card")
+      ->capture_default_str();
+  app->add_option("--max-model-len", o.max_model_len,
+                  "Tokens per request (default: the model's max_position_embeddings)")
+      ->group("Pool");
+  app->add_option("--block-size", o.block_size, "Tokens per KV block")
+      ->group("Pool")
+      ->capture_default_str();
+  app->add_option("--num-gpu-blocks-override", o.num_gpu_blocks_override,
+                  "Use this many blocks instead of the computed pool")
+      ->group("Pool");
+}
+
+PlanInputs resolve_plan_inputs(const PlanOptions& o) {
+  require_positive(o.max_model_len, "--max-model-len");
+  PlanInputs in;
+  in.model = resolve_model(o);
+  in.gpu = resolve_gpu(o);
+  in.gpu_memory_utilization = o.gpu_memory_utilization;
+  in.overhead_gib = o.overhead_gib;
+  in.weights_gib = o.weights_gib;
+  in.quantization = o.quantization;
+  in.kv_cache_dtype = o.kv_cache_dtype;
+  in.tensor_parallel_size = o.tensor_parallel_size;
+  in.max_model_len = o.max_model_len.value_or(0);
+  in.block_size = o.block_size;
+  in.num_gpu_blocks_override = o.num_gpu_blocks_override;
+  return in;
+}
+
+bool uses_default_gpu(const PlanOptions& o) {
+  return o.gpu.empty() && !o.vram_gib;
+}
+
+}  // namespace kvsim::cli
