@@ -1,0 +1,197 @@
+// End-to-end tests of `kvsim plan`: runs the built binary (KVSIM_BINARY) and checks its output
+// and exit status: the lesson's example, vLLM's log lines, --json keys and every error path.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct RunResult {
+  std::string out;
+  int code = -1;
+};
+
+// Runs `kvsim <args>`; stderr is merged into `out` when merge_stderr, else discarded.
+RunResult kvsim(const std::string& args, bool merge_stderr = false) {
+  const std::string cmd =
+      std::string("'") + KVSIM_BINARY + "' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string data(const std::string& name) {
+  return std::string("'") + KVSIM_SOURCE_DIR + "/tests/data/" + name + "'";
+}
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n' ? 1 : 0;
+  return n;
+}
+
+const std::string kLesson =
+    "plan --model qwen2.5-7b --vram-gib 24 --gpu-memory-utilization 0.90 --overhead-gib 1.6 "
+    "--max-model-len 8192";
+const std::string kSpec63 =
+    "plan --num-layers 32 --num-kv-heads 8 --head-dim 128 --vram-gib 60 "
+    "--gpu-memory-utilization 1 --overhead-gib 0 --weights-gib 0";
+
+nlohmann::json plan_json(const std::string& args) {
+  const RunResult r = kvsim(args + " --json");
+  EXPECT_EQ(r.code, 0) << args;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(CliPlan, LessonTableHumanOutput) {
+  RunResult r = kvsim(kLesson);
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("13 concurrent sequences of 8,192 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("57,344 B/token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5.82 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nGPU KV cache size: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nMaximum concurrency for 8,192 tokens per request: "), std::string::npos);
+  r = kvsim(kLesson + " --weights-gib 5.5");
+  EXPECT_NE(r.out.find("33 concurrent sequences"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("14.50 GiB"), std::string::npos) << r.out;
+  r = kvsim(kLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64");
+  EXPECT_NE(r.out.find("66 concurrent sequences"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("8,484 tokens each for 64 concurrent sequences"), std::string::npos)
+      << r.out;
+}
+
+TEST(CliPlan, LessonTableJson) {
+  EXPECT_EQ(plan_json(kLesson)["max_concurrency"], 13);
+  EXPECT_EQ(plan_json(kLesson + " --weights-gib 5.5")["max_concurrency"], 33);
+  const auto j = plan_json(kLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64");
+  EXPECT_EQ(j["max_concurrency"], 66);
+  EXPECT_EQ(j["max_context_tokens"], 8484);
+  EXPECT_EQ(j["kappa_bytes"], 28672);
+}
+
+TEST(CliPlan, JsonHasTheDocumentedKeys) {
+  const auto j = plan_json(kLesson + " --concurrency 8");
+  for (const char* key :
+       {"kappa_bytes", "kv_budget_bytes", "kv_budget_gib", "kv_per_seq_bytes", "max_concurrency",
+        "max_context_tokens", "num_gpu_blocks", "gpu_kv_cache_tokens", "vllm_max_concurrency",
+        "model", "gpu", "page_size_bytes", "block_size", "max_model_len", "weights_bytes",
+        "full_length_request_unservable", "notes", "warnings"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["kappa_bytes"].is_number_integer());
+  EXPECT_TRUE(j["max_concurrency"].is_number_integer());
+  EXPECT_TRUE(j["vllm_max_concurrency"].is_number_float());
+  EXPECT_EQ(j["kv_per_seq_bytes"], 57344LL * 8192);
+  // Without --concurrency the inverse answer is absent.
+  EXPECT_FALSE(plan_json(kLesson).contains("max_context_tokens"));
+}
+
+TEST(CliPlan, Spec63VllmLinesExactly) {
+  const RunResult r = kvsim(kSpec63 + " --max-model-len 131072");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("\nGPU KV cache size: 491,520 tokens\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nMaximum concurrency for 131,072 tokens per request: 3.75x\n"),
+            std::string::npos)
+      << r.out;
+  const auto j = plan_json(kSpec63 + " --max-model-len 131072");
+  EXPECT_EQ(j["num_gpu_blocks"], 30720);
+  EXPECT_EQ(j["gpu_kv_cache_tokens"], 491520);
+  EXPECT_DOUBLE_EQ(j["vllm_max_concurrency"].get<double>(), 3.75);
+}
+
+TEST(CliPlan, OffByOneIsAWarningAndAFlag) {
+  const std::string args = kSpec63 + " --max-model-len 8192 --num-gpu-blocks-override 512";
+  const RunResult r = kvsim(args);
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("\nwarning: a request of max_model_len 8192 needs 512 blocks"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(plan_json(args)["full_length_request_unservable"].get<bool>());
+  EXPECT_FALSE(
+      plan_json(
+          kSpec63 +
+          " --max-model-len 8176 --num-gpu-blocks-override 512")["full_length_request_unservable"]
+          .get<bool>());
+}
+
+TEST(CliPlan, ConfigJsonGivesThePresetsAnswer) {
+  const auto from_config = plan_json("plan --config " + data("hf_qwen2.5-7b-instruct.json") +
+                                     " --gpu a100-80g --max-model-len 8192 --weights-gib 14");
+  const auto from_preset =
+      plan_json("plan --model qwen2.5-7b --gpu a100-80g --max-model-len 8192 --weights-gib 14");
+  EXPECT_EQ(from_config["num_gpu_blocks"], from_preset["num_gpu_blocks"]);
+  EXPECT_EQ(from_config["kappa_bytes"], from_preset["kappa_bytes"]);
+}
+
+// Every error: exactly one line on stderr starting "kvsim: error:", nothing on stdout, exit 2.
+void expect_error(const std::string& args, const std::string& needle) {
+  const RunResult merged = kvsim(args, true);
+  EXPECT_EQ(merged.code, 2) << args << "\n" << merged.out;
+  EXPECT_EQ(merged.out.rfind("kvsim: error: ", 0), 0u) << merged.out;
+  EXPECT_EQ(count_lines(merged.out), 1u) << merged.out;
+  EXPECT_NE(merged.out.find(needle), std::string::npos) << merged.out;
+}
+
+TEST(CliPlanErrors, UnknownModelListsTheKnownOnes) {
+  expect_error("plan --model gpt-9", "known: qwen2.5-7b, qwen2.5-72b, llama-3.1-8b");
+  expect_error("plan --model qwen2.5-7b --gpu tpu-v9", "unknown gpu 'tpu-v9'");
+}
+
+TEST(CliPlanErrors, BadSizes) {
+  expect_error("plan --model qwen2.5-7b --vram-gib -24", "--vram-gib must be > 0");
+  expect_error("plan --model qwen2.5-7b --vram-gib 0", "--vram-gib must be > 0");
+  expect_error("plan --model qwen2.5-7b --gpu-memory-utilization 1.2",
+               "--gpu-memory-utilization must be in (0, 1]");
+  expect_error("plan --model qwen2.5-7b --gpu-memory-utilization 0",
+               "--gpu-memory-utilization must be in (0, 1]");
+  expect_error("plan --model qwen2.5-7b --overhead-gib -1", "--overhead-gib must be >= 0");
+  expect_error("plan --model qwen2.5-7b --weights-gib -2", "--weights-gib must be >= 0");
+  expect_error("plan --model qwen2.5-7b --max-model-len 0", "--max-model-len must be > 0");
+  expect_error("plan --model qwen2.5-7b --block-size -16", "--block-size must be > 0");
+  expect_error("plan --model qwen2.5-7b --concurrency 0", "--concurrency must be > 0");
+  expect_error("plan --num-layers -1 --num-kv-heads 8 --head-dim 128 --weights-gib 1",
+               "--num-layers must be > 0");
+  expect_error("plan --model qwen2.5-7b --vram-gib lots", "--vram-gib");
+  expect_error("plan --model qwen2.5-7b --kv-cache-dtype int4", "--kv-cache-dtype");
+  expect_error("plan --model qwen2.5-7b --quantization bnb", "--quantization");
+  expect_error("plan --model qwen2.5-7b --gpu a100-80g --tp 3", "--tensor-parallel-size (3)");
+}
+
+TEST(CliPlanErrors, MissingModelOrWeights) {
+  expect_error("plan --vram-gib 24", "no model");
+  expect_error("plan --num-layers 32 --num-kv-heads 8 --head-dim 128 --max-model-len 4096",
+               "--weights-gib or --num-params");
+  expect_error("plan --model qwen2.5-7b --config " + data("hf_qwen2.5-7b-instruct.json"),
+               "either --model or --config");
+}
+
+TEST(CliPlanErrors, MalformedConfig) {
+  expect_error("plan --config " + data("hf_malformed.json"), "malformed JSON");
+  expect_error("plan --config " + data("hf_bad_field.json"),
+               "hf_bad_field.json:4: field 'num_hidden_layers'");
+  expect_error("plan --config " + data("no-such-config.json"), "cannot open");
+}
+
+TEST(CliPlanErrors, DoesNotFit) {
+  // BF16 70B weights on a 24 GiB card: the budget is negative.
+  expect_error("plan --model llama-3.1-70b --gpu rtx4090 --max-model-len 4096",
+               "does not fit on 'rtx4090': KV budget");
+  // Llama-3.1-8B at its full 131,072 context needs 16 GiB for one request.
+  expect_error("plan --model llama-3.1-8b --gpu rtx4090",
+               "one request of max_model_len 131072 needs 16.00 GiB");
+  expect_error(kSpec63 + " --max-model-len 8193 --num-gpu-blocks-override 512",
+               "needs 1.00 GiB of KV cache (513 blocks");
+}
+
+}  // namespace
