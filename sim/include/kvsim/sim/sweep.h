@@ -17,6 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "kvsim/core/planner.h"
+#include "kvsim/sim/scheduler.h"
+#include "kvsim/sim/trace.h"
+
 namespace kvsim {
 
 // The swept values. An empty axis is not swept: the replay's own (base) setting applies.
@@ -147,5 +151,35 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards);
 
 // A fixed-width text table of the rows (what `kvsim sweep` prints).
 std::string format_sweep_table(std::span<const SweepRow> rows);
+
+// ---- Running one grid point as a replay (what `kvsim sweep` plugs into run_sweep) ----
+
+// The settings every grid point starts from.
+struct SweepBase {
+  PlanInputs plan;            // model, card, block size, pool, KV dtype, max_model_len
+  SchedulerConfig scheduler;  // policy knobs; its block/pool/length fields are overwritten
+  // Not swept and not given: vLLM's `vllm serve` defaults for the card (vllm_default_batch_limits).
+  std::optional<int32_t> max_num_seqs;
+  std::optional<int32_t> max_num_batched_tokens;
+  std::string step_time = "roofline";  // --step-time spec
+};
+
+// vLLM 0.26 `vllm serve` defaults (spec 5.2): a card with >= 70 GiB that is not an A100 gets
+// max_num_batched_tokens 8192 and max_num_seqs 1024, any other card 2048 and 256; then
+// max_num_seqs = min(max_num_seqs, max_num_batched_tokens).
+struct BatchLimits {
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
+};
+BatchLimits vllm_default_batch_limits(const GpuSpec& gpu);
+
+// Plans the pool for the point (compute_plan with the point's overrides), builds the scheduler
+// config and step-time model, replays `trace` on the null backend and returns the outcome.
+// max_model_len: the flag's, else the model's max_position_embeddings, else 1 + the trace's
+// longest input + output. Safe to call concurrently (shares only const data).
+SweepOutcome replay_sweep_point(const SweepBase& base, const Trace& trace, const SweepPoint& point);
+
+// The lengths expected_padding() needs, from a trace.
+std::vector<SequenceLengths> trace_lengths(const Trace& trace);
 
 }  // namespace kvsim
