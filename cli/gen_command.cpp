@@ -1,12 +1,105 @@
-// TEMPORARY: replaced by the gen command's implementation (owner: see docs). Keeps kvsim linkable.
-#include <stdexcept>
+// `kvsim gen`: writes a synthetic trace in kvsim's JSONL (sim/trace_gen.h does the work).
+#include <memory>
+#include <string>
+
+#include <fmt/core.h>
 
 #include "commands.h"
+#include "kvsim/sim/trace_gen.h"
+#include "kvsim/sim/trace_writer.h"
 
 namespace kvsim::cli {
-void register_gen_command(CLI::App& app) {
-  app.add_subcommand("gen", "(under construction)")->callback([] {
-    throw std::runtime_error("'kvsim gen' is not built yet");
-  });
+namespace {
+
+struct GenArgs {
+  TraceGenOptions gen;
+  std::string arrival = "poisson";
+  std::string input = "fixed:512";
+  std::string output = "fixed:128";
+  std::string prefix_as = "hash-ids";
+  std::string out = "-";
+  bool quiet = false;
+};
+
+void run_gen(GenArgs& a) {
+  a.gen.arrival = parse_gen_arrival(a.arrival);
+  a.gen.input = parse_length_dist(a.input);
+  a.gen.output = parse_length_dist(a.output);
+  a.gen.prefix_encoding =
+      a.prefix_as == "token-ids" ? PrefixEncoding::TOKEN_IDS : PrefixEncoding::HASH_IDS;
+  const std::vector<TraceRequest> reqs = generate_trace(a.gen);
+  write_kvsim_jsonl(a.out, reqs);
+  if (!a.quiet) {
+    double in_sum = 0;
+    double out_sum = 0;
+    for (const auto& r : reqs) {
+      in_sum += r.input_tokens;
+      out_sum += r.output_tokens;
+    }
+    const auto n = static_cast<double>(reqs.size());
+    fmt::print(stderr,
+               "kvsim gen: wrote {} requests to {} (span {:.3f} s, mean input {:.1f}, mean "
+               "output {:.1f} tokens)\n",
+               reqs.size(), a.out == "-" ? "stdout" : a.out,
+               static_cast<double>(reqs.back().arrival_ns) * 1e-9, in_sum / n, out_sum / n);
+  }
 }
+
+}  // namespace
+
+void register_gen_command(CLI::App& app) {
+  auto args = std::make_shared<GenArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "gen", "Generate a synthetic trace (kvsim JSONL), seeded and deterministic");
+  TraceGenOptions& g = args->gen;
+  cmd->add_option("-n,--num-requests", g.num_requests, "Number of requests")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", g.seed, "Random seed (same seed, same bytes)")->capture_default_str();
+  cmd->add_option("--arrival", args->arrival, "Arrival process")
+      ->check(CLI::IsMember({"poisson", "gamma", "constant", "burst", "all-at-once"}))
+      ->capture_default_str();
+  cmd->add_option("--rate", g.rate, "Requests per second (poisson, gamma, constant)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--cv", g.cv, "Coefficient of variation of gamma inter-arrival gaps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--burst-size", g.burst_size, "Requests per burst (burst arrivals)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--burst-period", g.burst_period_s, "Seconds between bursts (burst arrivals)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--input-len", args->input,
+                  "Input length: fixed:N | uniform:LO,HI | normal:MEAN,SIGMA | "
+                  "lognormal:MU,SIGMA | zipf:S,MAX | empirical:TRACE")
+      ->capture_default_str();
+  cmd->add_option("--output-len", args->output, "Output length (same forms as --input-len)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-groups", g.prefix_groups,
+                  "Number of shared system prompts (0 = no shared prefixes)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-tokens", g.prefix_tokens,
+                  "Tokens per shared system prompt (added to each request's input length)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-as", args->prefix_as, "Write shared prefixes as hash ids or token ids")
+      ->check(CLI::IsMember({"hash-ids", "token-ids"}))
+      ->capture_default_str();
+  cmd->add_option("--hash-block-size", g.hash_block_size, "Tokens per hash id")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", g.vocab_size, "Token ids are drawn from [0, vocab-size)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--priority-levels", g.priority_levels,
+                  "Draw priorities uniformly from [0, N) (1 = all priority 0)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("-o,--output", args->out, "Output file ('-' = stdout; gzip if it ends in .gz)")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", args->quiet, "Do not print the summary line on stderr");
+  cmd->callback([args] { run_gen(*args); });
+}
+
 }  // namespace kvsim::cli

@@ -199,6 +199,9 @@ LengthDist parse_length_dist(std::string_view spec) {
     if (d.a < 1 || d.a != std::floor(d.a)) bad_spec(spec, "N must be an integer >= 1");
     return d;
   }
+  if (kind != "uniform" && kind != "normal" && kind != "lognormal" && kind != "zipf") {
+    bad_spec(spec, fmt::format("unknown kind '{}'", kind));
+  }
   const auto v = parse_numbers(spec, args, 2);
   d.a = v[0];
   d.b = v[1];
@@ -211,13 +214,11 @@ LengthDist parse_length_dist(std::string_view spec) {
   } else if (kind == "normal" || kind == "lognormal") {
     d.kind = kind == "normal" ? LengthDist::Kind::NORMAL : LengthDist::Kind::LOGNORMAL;
     if (d.b < 0) bad_spec(spec, "SIGMA must be >= 0");
-  } else if (kind == "zipf") {
+  } else {
     d.kind = LengthDist::Kind::ZIPF;
     if (d.a <= 0 || d.b < 1 || d.b > kMaxZipf || d.b != std::floor(d.b)) {
       bad_spec(spec, fmt::format("needs S > 0 and an integer 1 <= MAX <= {}", kMaxZipf));
     }
-  } else {
-    bad_spec(spec, fmt::format("unknown kind '{}'", kind));
   }
   return d;
 }
