@@ -105,8 +105,9 @@ void print_human(const Plan& p, bool default_gpu) {
   if (p.weights_from_flag) {
     fmt::print("    - weights (W)              {:>10}   (--weights-gib)\n", gib(p.weights_gib));
   } else {
-    fmt::print("    - weights (W)              {:>10}   ({}, {} B/param)\n", gib(p.weights_gib),
-               p.quantization, p.weight_bytes_per_param);
+    fmt::print("    - weights (W)              {:>10}   ({}, {:.4g} B/param{})\n",
+               gib(p.weights_gib), p.quantization, p.weight_bytes_per_param,
+               p.quantization == "none" ? "" : ", embeddings in the model dtype");
   }
   fmt::print("    = KV budget (K)            {:>10}   ({} B)\n", gib(p.kv_budget_gib),
              format_thousands(p.kv_budget_bytes));
