@@ -1,0 +1,135 @@
+// `kvsim sweep` end to end: CSV determinism across --jobs, --shard/--merge round trip, errors.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int status = -1;
+  std::string out;  // stdout + stderr
+};
+
+CmdResult kvsim(const std::string& args) {
+  CmdResult r;
+  const std::string cmd = std::string(KVSIM_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class CliSweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kvsim_cli_sweep_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    // A small Vidur-format trace: 120 requests, 10 ms apart.
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> in(20, 1500), out(5, 200);
+    std::ofstream t(dir_ / "trace.csv");
+    t << "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+    for (int i = 0; i < 120; ++i) t << i * 0.01 << "," << in(rng) << "," << out(rng) << "\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string sweep(const std::string& extra) const {
+    return "sweep " + path("trace.csv") +
+           " --model qwen2.5-7b --gpu rtx4090 --max-model-len 2048 --step-time fixed:5"
+           " --block-sizes 8,16,64 --num-gpu-blocks 300,4000 --max-num-seqs 16,128 -q " +
+           extra;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliSweep, JobsDoNotChangeTheCsv) {
+  ASSERT_EQ(kvsim(sweep("--jobs 1 --csv " + path("j1.csv"))).status, 0);
+  const CmdResult r = kvsim(sweep("--jobs 2 --csv " + path("j2.csv")));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string j1 = slurp(dir_ / "j1.csv");
+  EXPECT_EQ(std::count(j1.begin(), j1.end(), '\n'), 1 + 3 * 2 * 2);
+  EXPECT_EQ(j1, slurp(dir_ / "j2.csv"));
+  EXPECT_EQ(j1.rfind("config_index,num_configs,block_size,", 0), 0u);
+}
+
+TEST_F(CliSweep, ShardThenMergeEqualsUnsharded) {
+  ASSERT_EQ(kvsim(sweep("--csv " + path("all.csv"))).status, 0);
+  for (int i = 0; i < 3; ++i) {
+    const CmdResult r = kvsim(sweep("--jobs 2 --shard " + std::to_string(i) + "/3 --csv " +
+                                    path("s" + std::to_string(i) + ".csv")));
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  const CmdResult m = kvsim("sweep --merge " + path("s2.csv") + " " + path("s0.csv") + " " +
+                            path("s1.csv") + " -o " + path("merged.csv"));
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_EQ(slurp(dir_ / "merged.csv"), slurp(dir_ / "all.csv"));
+
+  // A missing shard and a duplicated shard are one-line errors with exit status 2.
+  const CmdResult missing = kvsim("sweep --merge " + path("s0.csv") + " " + path("s1.csv"));
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("kvsim: error: --merge: 4 of 12 configs missing (first: 2,5,8,11)"),
+            std::string::npos)
+      << missing.out;
+  const CmdResult dup = kvsim("sweep --merge " + path("s0.csv") + " " + path("s0.csv"));
+  EXPECT_EQ(dup.status, 2);
+  EXPECT_NE(dup.out.find("already given in"), std::string::npos) << dup.out;
+  EXPECT_EQ(std::count(dup.out.begin(), dup.out.end(), '\n'), 1) << dup.out;
+}
+
+TEST_F(CliSweep, PrintsTableWithExpectation) {
+  const CmdResult r =
+      kvsim("sweep " + path("trace.csv") +
+            " --model qwen2.5-7b --gpu rtx4090 --max-model-len 4096 --block-sizes 1,256");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 configs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pad%exp"), std::string::npos) << r.out;
+}
+
+TEST_F(CliSweep, BadInputIsOneLineExitTwo) {
+  const struct {
+    std::string args;
+    std::string needle;
+  } cases[] = {
+      {sweep("--shard 3/3"), "--shard '3/3': I must be in [0, N)"},
+      {sweep("--shard x"), "--shard 'x': missing '/'"},
+      {sweep("--block-sizes 16,16"), "--block-sizes: value 16 given twice"},
+      {sweep("--gpu-memory-utilizations 0.9"), "both size the pool"},
+      {"sweep " + path("trace.csv") + " --model qwen2.5-7b --step-time fixed:0",
+       "--step-time 'fixed:0'"},
+      {"sweep --model qwen2.5-7b", "a TRACE file is required"},
+      {"sweep " + path("nope.csv") + " --model qwen2.5-7b", "nope.csv"},
+      {"sweep --merge " + path("nope.csv"), "nope.csv: cannot open"},
+  };
+  for (const auto& c : cases) {
+    const CmdResult r = kvsim(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.rfind("kvsim: error: ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
+}
+
+}  // namespace
