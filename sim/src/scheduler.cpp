@@ -157,13 +157,19 @@ void Scheduler::preempt(Request* victim) {
   victim->num_computed_tokens = 0;
   victim->num_preemptions += 1;
   output_.preempted_req_ids.push_back(victim->request_id);
-  // Without the full-sequence gate vLLM would re-admit a request that can never complete and
-  // preempt it again forever; kvsim aborts it instead (replay conventions §6: never a hang).
-  const int64_t need = cdiv(
-      std::min<int64_t>(static_cast<int64_t>(victim->num_tokens()) + config_.num_lookahead_tokens,
-                        config_.max_model_len),
-      config_.block_size);
-  if (!config_.scheduler_reserve_full_isl && need > config_.num_gpu_blocks - 1) {
+  // A request that can never complete again (its recompute needs more than N - 1 blocks) would
+  // make vLLM re-admit and preempt it forever; kvsim aborts it (replay conventions §6: never a
+  // hang). With the gate on and the sequence itself too large, the gate keeps it waiting and the
+  // replay's "nothing runs" rule aborts it later, as the conventions describe.
+  const int64_t usable = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
+  const int64_t tokens = victim->num_tokens();
+  const int64_t need =
+      cdiv(std::min<int64_t>(tokens + config_.num_lookahead_tokens, config_.max_model_len),
+           config_.block_size);
+  const int64_t need_gate =
+      cdiv(std::min<int64_t>(tokens, config_.max_model_len), config_.block_size);
+  const bool gate_holds_it = config_.scheduler_reserve_full_isl && need_gate > usable;
+  if (need > usable && !gate_holds_it) {
     victim->status = RequestStatus::FINISHED_ABORTED;
     by_id_[static_cast<size_t>(victim->request_id)] = nullptr;
     output_.aborted_req_ids.push_back(victim->request_id);

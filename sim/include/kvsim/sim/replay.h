@@ -1,0 +1,159 @@
+// The replay engine: a trace becomes Requests, the Scheduler runs them step by step on an integer
+// nanosecond clock, each step's KV work goes to a KvBackend, and metrics are collected.
+//
+// Clock rules (docs/replay-conventions.md, exactly):
+//   * before each schedule(), every request with arrival <= t is added, in trace order;
+//   * a step that schedules >= 1 token advances t by StepTimeModel::step_time_ns; a step that
+//     schedules nothing costs no time;
+//   * when nothing runs or waits, t jumps to the next arrival (no step is logged);
+//   * a token sampled by a step exists at the step's end time (TTFT, finish).
+// Rejections (never a hang): at arrival (Scheduler::check_new_request), at run time when a step
+// schedules nothing while nothing runs, nothing was preempted and requests wait (the head is
+// aborted: never_admittable), and - with the full-sequence gate off - a preempted request that
+// outgrew the pool. A general livelock guard throws std::runtime_error with a diagnosis when
+// `livelock_steps` consecutive schedule() calls make no progress (schedule no token, or only
+// recompute tokens already computed once while nothing finishes).
+// The StepBatch (slot mapping, block tables) is built only for a backend that is not the
+// NullKvBackend, so the default path does no per-token work.
+// Determinism: the result depends only on the inputs (wall_seconds excepted).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvsim/core/kv_backend.h"
+#include "kvsim/core/request.h"
+#include "kvsim/sim/latency_stats.h"
+#include "kvsim/sim/scheduler.h"
+#include "kvsim/sim/step_time_model.h"
+#include "kvsim/sim/trace.h"
+
+namespace kvsim {
+
+struct ReplayConfig {
+  SchedulerConfig scheduler;
+  bool record_timeline = true;     // one TimelineRow per logged step
+  bool record_requests = true;     // keep every RequestRecord in the result
+  bool check_invariants = false;   // KVCacheManager::check_invariants() after every step (tests)
+  int64_t livelock_steps = 10000;  // consecutive token-less schedule() calls before giving up
+  int64_t progress_every_steps = 8192;
+};
+
+// Per-request outcome. Times are replay-clock ns; -1 = never happened.
+struct RequestRecord {
+  int64_t request_id = 0;
+  int64_t source_line = 0;
+  int32_t prompt_tokens = 0;
+  int32_t max_tokens = 0;     // the trace's output length (0 becomes 1)
+  int32_t output_tokens = 0;  // generated
+  int32_t priority = 0;
+  int64_t arrival_ns = 0;
+  int64_t first_scheduled_ns = -1;
+  int64_t first_token_ns = -1;
+  int64_t finish_ns = -1;
+  int32_t preemptions = 0;
+  int64_t scheduled_tokens = 0;   // every token scheduled for it, recomputation included
+  int64_t recomputed_tokens = 0;  // scheduled at positions it had already computed once
+  int64_t prefix_hit_tokens = 0;  // sum over its admissions of the prefix-cache hit
+  int32_t computed_high_water = 0;
+  bool finished = false;
+  bool rejected = false;
+  RejectReason reject_reason = RejectReason::EMPTY_PROMPT;  // meaningful iff rejected
+};
+
+// One logged step (a step that scheduled tokens, or preempted/aborted without scheduling).
+struct TimelineRow {
+  int64_t step = 0;
+  int64_t time_ns = 0;      // clock at the step's start
+  int64_t duration_ns = 0;  // 0 for a step that scheduled nothing
+  int32_t running = 0;      // len(running) after schedule()
+  int32_t waiting = 0;
+  int32_t scheduled_reqs = 0;
+  int64_t scheduled_tokens = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int32_t used_blocks = 0;  // N - 1 - free (distinct blocks with ref > 0)
+  int32_t free_blocks = 0;
+  int64_t cached_blocks = 0;   // blocks holding a prefix-cache hash (in use or evictable)
+  int64_t padding_tokens = 0;  // KVCacheManager::padding_tokens() after allocation
+  int32_t preemptions = 0;
+  AdmissionStop admission_stop = AdmissionStop::QUEUE_EMPTY;
+};
+
+// Aggregates over the whole replay (the JSON summary's source).
+struct ReplaySummary {
+  int64_t requests = 0;  // trace requests offered
+  int64_t finished = 0;
+  int64_t rejected = 0;
+  std::array<int64_t, kNumRejectReasons> rejected_by_reason{};
+  int64_t steps = 0;        // schedule() calls that scheduled >= 1 token
+  int64_t sim_ns = 0;       // clock at the end
+  int64_t busy_ns = 0;      // sum of step durations
+  double wall_seconds = 0;  // host time of run_replay (the only non-deterministic field)
+  int32_t num_gpu_blocks = 0;
+  int32_t block_size = 0;
+  int32_t max_model_len = 0;
+  int32_t peak_running = 0;
+  double mean_running = 0;  // over steps
+  int32_t p50_running = 0;
+  int32_t p99_running = 0;
+  std::vector<int64_t> running_histogram;  // [k] = steps with k running
+  int64_t preemptions = 0;
+  int64_t preempted_requests = 0;  // distinct
+  int64_t recomputed_tokens = 0;
+  int64_t scheduled_tokens = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t generated_tokens = 0;
+  double padding_tokens_mean = 0;  // over steps
+  int64_t padding_tokens_peak = 0;
+  double padding_fraction_mean = 0;  // padding / (used_blocks * block_size), over steps with used
+  double peak_kv_usage = 0;          // max over steps of used / (N - 1)
+  double mean_kv_usage = 0;
+  PrefixCacheStats prefix_cache;     // vLLM counters (admissions only, v26)
+  double prefix_cache_hit_rate = 0;  // hits / queries (tokens)
+  int64_t prefix_hit_tokens = 0;
+  int64_t prefix_blocks_saved = 0;  // hit tokens / block_size
+  int64_t evictions = 0;
+  // Steps on which each limit stopped admission while requests were waiting.
+  int64_t steps_token_budget_bound = 0;
+  int64_t steps_max_num_seqs_bound = 0;
+  int64_t steps_kv_bound = 0;  // allocation failure at admission, or a preemption
+  int64_t steps_with_waiting = 0;
+  LatencyReport latency;
+  // Backend.
+  std::string backend;
+  double backend_device_seconds = 0;
+  int64_t backend_bytes_read = 0;
+  int64_t backend_bytes_written = 0;
+  bool backend_verified = false;
+  BackendVerification verification;
+  std::string step_time_model;
+};
+
+struct ReplayResult {
+  ReplaySummary summary;
+  std::vector<TimelineRow> timeline;
+  std::vector<RequestRecord> requests;
+};
+
+// Called every `progress_every_steps` steps and once at the end (done == total).
+using ProgressCallback =
+    std::function<void(int64_t done_requests, int64_t total_requests, int64_t sim_ns)>;
+
+// Runs the whole trace. Throws std::invalid_argument for a bad config and std::runtime_error
+// from the livelock guard. The backend's verify() is called at the end unless it is the null one.
+ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBackend& backend,
+                        const StepTimeModel& step_time, const ProgressCallback& progress = {});
+
+// The Request a trace record becomes (id = its index in the trace): prompt content from token
+// ids, else hash ids, else a unique salt (id + 1); max_tokens = max(1, output_tokens).
+Request make_request(const TraceRequest& t, int64_t request_id);
+
+// Default max_model_len (replay conventions §7, trace part): 1 + max(input + output).
+int32_t default_max_model_len(const Trace& trace);
+
+}  // namespace kvsim

@@ -1,0 +1,397 @@
+#include "kvsim/sim/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "replay_batch.h"
+
+namespace kvsim {
+
+Request make_request(const TraceRequest& t, int64_t request_id) {
+  Request r;
+  r.request_id = request_id;
+  r.num_prompt_tokens = t.input_tokens;
+  r.max_tokens = std::max(1, t.output_tokens);
+  r.priority = t.priority;
+  r.arrival_time_ns = t.arrival_ns;
+  if (t.prompt_token_ids) {
+    r.content.token_ids = t.prompt_token_ids;
+  } else if (t.hash_ids && t.hash_block_size > 0) {
+    r.content.hash_ids = t.hash_ids;
+    r.content.hash_ids_block_size = t.hash_block_size;
+  }
+  // Generated tokens (and content-free prompts) hash with a request-unique salt.
+  r.content.salt = static_cast<uint64_t>(request_id) + 1;
+  return r;
+}
+
+int32_t default_max_model_len(const Trace& trace) {
+  int64_t longest = 0;
+  for (const TraceRequest& t : trace.requests) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(t.input_tokens) + t.output_tokens);
+  }
+  if (longest + 1 > INT32_MAX)
+    throw std::invalid_argument("trace: a request is longer than 2^31 tokens");
+  return static_cast<int32_t>(longest + 1);
+}
+
+namespace {
+
+class Engine {
+ public:
+  Engine(const ReplayConfig& config, const Trace& trace, KvBackend& backend,
+         const StepTimeModel& step_time, const ProgressCallback& progress)
+      : config_(config),
+        trace_(trace),
+        backend_(backend),
+        step_time_(step_time),
+        progress_(progress),
+        sched_(config.scheduler),
+        null_backend_(dynamic_cast<NullKvBackend*>(&backend) != nullptr) {}
+
+  ReplayResult run();
+
+ private:
+  void arrive(size_t index);
+  void reject(RequestRecord& rec, Request& r, RejectReason why);
+  void on_step(const SchedulerOutput& out, int64_t duration_ns);
+  bool after_update(const SchedulerOutput& out);  // true when a request finished
+  void log_row(const SchedulerOutput& out, int64_t duration_ns);
+  [[noreturn]] void livelock(int64_t steps) const;
+  void finish_summary();
+
+  const ReplayConfig& config_;
+  const Trace& trace_;
+  KvBackend& backend_;
+  const StepTimeModel& step_time_;
+  const ProgressCallback& progress_;
+  Scheduler sched_;
+  bool null_backend_;
+  std::vector<Request> requests_;
+  std::vector<RequestRecord> records_;
+  ReplayResult result_;
+  LatencyCollector latency_;
+  StepWork work_;
+  StepBatch batch_;
+  int64_t t_ = 0;
+  int64_t done_ = 0;  // finished + rejected
+  // Running sums for the summary.
+  double sum_padding_ = 0;
+  double sum_padding_fraction_ = 0;
+  int64_t padding_fraction_steps_ = 0;
+  double sum_usage_ = 0;
+  int64_t usage_steps_ = 0;
+  int64_t sum_running_ = 0;
+  bool new_work_ = false;  // the current step computes a position for the first time
+};
+
+void Engine::reject(RequestRecord& rec, Request& r, RejectReason why) {
+  r.status = RequestStatus::FINISHED_ABORTED;
+  r.block_hashes = {};
+  rec.rejected = true;
+  rec.reject_reason = why;
+  rec.preemptions = r.num_preemptions;
+  ReplaySummary& s = result_.summary;
+  s.rejected += 1;
+  s.rejected_by_reason[static_cast<size_t>(why)] += 1;
+  ++done_;
+}
+
+void Engine::arrive(size_t index) {
+  Request& r = requests_[index];
+  RejectReason why{};
+  if (!sched_.check_new_request(r, &why)) {
+    reject(records_[index], r, why);
+    return;
+  }
+  sched_.add_request(&r);
+}
+
+void Engine::on_step(const SchedulerOutput& out, int64_t duration_ns) {
+  for (const ScheduledRequest& s : out.scheduled) {
+    RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
+    if (rec.first_scheduled_ns < 0) rec.first_scheduled_ns = t_;
+    rec.scheduled_tokens += s.num_tokens;
+    rec.prefix_hit_tokens += s.num_prefix_hit_tokens;
+    const int32_t end = s.num_computed_tokens + s.num_tokens;
+    const int32_t redo = std::min(end, rec.computed_high_water) - s.num_computed_tokens;
+    if (redo > 0) rec.recomputed_tokens += redo;
+    if (redo < s.num_tokens) new_work_ = true;
+    rec.computed_high_water = std::max(rec.computed_high_water, end);
+  }
+  ReplaySummary& sum = result_.summary;
+  sum.steps += 1;
+  sum.busy_ns += duration_ns;
+  sum.scheduled_tokens += out.total_num_scheduled_tokens;
+  sum.prefill_tokens += out.num_prefill_tokens;
+  sum.decode_tokens += out.num_decode_tokens;
+
+  const auto running = static_cast<int32_t>(sched_.num_running());
+  if (static_cast<size_t>(running) >= sum.running_histogram.size()) {
+    sum.running_histogram.resize(static_cast<size_t>(running) + 1, 0);
+  }
+  sum.running_histogram[static_cast<size_t>(running)] += 1;
+  sum_running_ += running;
+  sum.peak_running = std::max(sum.peak_running, running);
+
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  const int32_t usable = sched_.config().num_gpu_blocks - 1;
+  const int32_t used = usable - kv.num_free_blocks();
+  const int64_t padding = kv.padding_tokens();
+  sum_padding_ += static_cast<double>(padding);
+  sum.padding_tokens_peak = std::max(sum.padding_tokens_peak, padding);
+  if (used > 0) {
+    sum_padding_fraction_ +=
+        static_cast<double>(padding) / (static_cast<double>(used) * sched_.config().block_size);
+    ++padding_fraction_steps_;
+  }
+  const double usage = usable > 0 ? static_cast<double>(used) / usable : 0.0;
+  sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
+  sum_usage_ += usage;
+  ++usage_steps_;
+}
+
+void Engine::log_row(const SchedulerOutput& out, int64_t duration_ns) {
+  ReplaySummary& sum = result_.summary;
+  const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
+  sum.preemptions += preempted;
+  if (sched_.num_waiting() > 0) {
+    sum.steps_with_waiting += 1;
+    switch (out.admission_stop) {
+      case AdmissionStop::TOKEN_BUDGET:
+        sum.steps_token_budget_bound += 1;
+        break;
+      case AdmissionStop::MAX_NUM_SEQS:
+        sum.steps_max_num_seqs_bound += 1;
+        break;
+      case AdmissionStop::KV_CACHE:
+      case AdmissionStop::PREEMPTED:
+        sum.steps_kv_bound += 1;
+        break;
+      case AdmissionStop::QUEUE_EMPTY:
+        break;
+    }
+  }
+  if (!config_.record_timeline) return;
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  TimelineRow row;
+  row.step = out.step_index;
+  row.time_ns = t_;
+  row.duration_ns = duration_ns;
+  row.running = static_cast<int32_t>(sched_.num_running());
+  row.waiting = static_cast<int32_t>(sched_.num_waiting());
+  row.scheduled_reqs = static_cast<int32_t>(out.scheduled.size());
+  row.scheduled_tokens = out.total_num_scheduled_tokens;
+  row.prefill_tokens = out.num_prefill_tokens;
+  row.decode_tokens = out.num_decode_tokens;
+  row.free_blocks = kv.num_free_blocks();
+  row.used_blocks = sched_.config().num_gpu_blocks - 1 - row.free_blocks;
+  row.cached_blocks = kv.block_pool().num_cached_blocks();
+  row.padding_tokens = kv.padding_tokens();
+  row.preemptions = preempted;
+  row.admission_stop = out.admission_stop;
+  result_.timeline.push_back(row);
+}
+
+bool Engine::after_update(const SchedulerOutput& out) {
+  bool any = false;
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (!s.sampled) continue;
+    const auto id = static_cast<size_t>(s.request_id);
+    RequestRecord& rec = records_[id];
+    if (rec.first_token_ns < 0) rec.first_token_ns = t_;
+    if (!s.finished) continue;
+    Request& r = requests_[id];
+    rec.finish_ns = t_;
+    rec.finished = true;
+    rec.output_tokens = r.num_output_tokens;
+    rec.preemptions = r.num_preemptions;
+    r.block_hashes = {};  // release memory of finished requests
+    latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
+                  rec.output_tokens});
+    result_.summary.finished += 1;
+    result_.summary.generated_tokens += rec.output_tokens;
+    ++done_;
+    any = true;
+  }
+  return any;
+}
+
+void Engine::livelock(int64_t steps) const {
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  std::string head = "none";
+  if (!sched_.waiting().empty()) {
+    const Request* h = sched_.waiting().peek();
+    head = fmt::format("request {} ({} tokens, {} computed)", h->request_id, h->num_tokens(),
+                       h->num_computed_tokens);
+  }
+  throw std::runtime_error(fmt::format(
+      "replay livelock: {} consecutive steps made no progress (no new token computed) at t={} ns "
+      "(running={}, "
+      "waiting={}, free blocks={} of {}, waiting head: {}); the configuration cannot make "
+      "progress",
+      steps, t_, sched_.num_running(), sched_.num_waiting(), kv.num_free_blocks(),
+      sched_.config().num_gpu_blocks - 1, head));
+}
+
+ReplayResult Engine::run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const size_t n = trace_.requests.size();
+  requests_.reserve(n);
+  records_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TraceRequest& tr = trace_.requests[i];
+    if (i > 0 && tr.arrival_ns < trace_.requests[i - 1].arrival_ns) {
+      throw std::invalid_argument(fmt::format(
+          "trace {}: arrivals not sorted at request {} (line {})", trace_.path, i, tr.source_line));
+    }
+    requests_.push_back(make_request(tr, static_cast<int64_t>(i)));
+    RequestRecord& rec = records_[i];
+    rec.request_id = static_cast<int64_t>(i);
+    rec.source_line = tr.source_line;
+    rec.prompt_tokens = tr.input_tokens;
+    rec.max_tokens = requests_.back().max_tokens;
+    rec.priority = tr.priority;
+    rec.arrival_ns = tr.arrival_ns;
+  }
+  latency_.reserve(n);
+  ReplaySummary& sum = result_.summary;
+  sum.requests = static_cast<int64_t>(n);
+  sum.num_gpu_blocks = sched_.config().num_gpu_blocks;
+  sum.block_size = sched_.config().block_size;
+  sum.max_model_len = sched_.config().max_model_len;
+  sum.backend = backend_.name();
+  sum.step_time_model = step_time_.describe();
+
+  size_t next = 0;
+  int64_t idle_steps = 0;
+  int64_t next_progress = config_.progress_every_steps;
+  while (true) {
+    while (next < n && requests_[next].arrival_time_ns <= t_) arrive(next++);
+    if (!sched_.has_unfinished_requests()) {
+      if (next >= n) break;
+      t_ = requests_[next].arrival_time_ns;  // idle: jump, no step logged
+      continue;
+    }
+    const SchedulerOutput& out = sched_.schedule();
+    for (int64_t id : out.aborted_req_ids) {
+      reject(records_[static_cast<size_t>(id)], requests_[static_cast<size_t>(id)],
+             RejectReason::OUTGREW_POOL);
+    }
+    if (out.total_num_scheduled_tokens == 0) {
+      sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
+      if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, 0);
+      if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+      if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
+        Request* head = sched_.abort_waiting_head();
+        reject(records_[static_cast<size_t>(head->request_id)], *head,
+               RejectReason::NEVER_ADMITTABLE);
+        idle_steps = 0;
+        continue;
+      }
+      if (++idle_steps >= config_.livelock_steps) livelock(idle_steps);
+      continue;
+    }
+    work_.clear();
+    for (const ScheduledRequest& s : out.scheduled) {
+      work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+    }
+    if (!null_backend_) {
+      detail::build_step_batch(out, sched_.kv_cache_manager(), batch_);
+      const StepExecution ex = backend_.execute(batch_);
+      sum.backend_device_seconds += ex.device_seconds;
+      sum.backend_bytes_read += ex.bytes_read;
+      sum.backend_bytes_written += ex.bytes_written;
+    }
+    const int64_t dt = step_time_.step_time_ns(work_);
+    new_work_ = false;
+    on_step(out, dt);
+    log_row(out, dt);
+    t_ += dt;
+    sched_.update_from_output();
+    const bool finished_any = after_update(out);
+    // Thrash guard: only recomputation (no new position, nothing finished) counts as no progress.
+    if (new_work_ || finished_any) {
+      idle_steps = 0;
+    } else if (++idle_steps >= config_.livelock_steps) {
+      livelock(idle_steps);
+    }
+    if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+    if (progress_ && sum.steps >= next_progress) {
+      next_progress += config_.progress_every_steps;
+      progress_(done_, static_cast<int64_t>(n), t_);
+    }
+  }
+  sum.sim_ns = t_;
+  if (!null_backend_) {
+    sum.verification = backend_.verify();
+    sum.backend_verified = true;
+  }
+  finish_summary();
+  if (progress_) progress_(done_, static_cast<int64_t>(n), t_);
+  if (config_.record_requests) result_.requests = std::move(records_);
+  sum.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return std::move(result_);
+}
+
+int32_t histogram_percentile(const std::vector<int64_t>& hist, int64_t total, double q) {
+  if (total == 0) return 0;
+  // Nearest rank: the smallest k whose cumulative count reaches ceil(q * total).
+  auto rank =
+      static_cast<int64_t>(q * static_cast<double>(total) - 1e-9 * static_cast<double>(total));
+  rank = std::max<int64_t>(1, rank + 1);
+  int64_t cum = 0;
+  for (size_t k = 0; k < hist.size(); ++k) {
+    cum += hist[k];
+    if (cum >= rank) return static_cast<int32_t>(k);
+  }
+  return static_cast<int32_t>(hist.size()) - 1;
+}
+
+void Engine::finish_summary() {
+  ReplaySummary& sum = result_.summary;
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  if (sum.steps > 0) {
+    sum.mean_running = static_cast<double>(sum_running_) / static_cast<double>(sum.steps);
+    sum.padding_tokens_mean = sum_padding_ / static_cast<double>(sum.steps);
+  }
+  if (padding_fraction_steps_ > 0) {
+    sum.padding_fraction_mean =
+        sum_padding_fraction_ / static_cast<double>(padding_fraction_steps_);
+  }
+  if (usage_steps_ > 0) sum.mean_kv_usage = sum_usage_ / static_cast<double>(usage_steps_);
+  sum.p50_running = histogram_percentile(sum.running_histogram, sum.steps, 0.50);
+  sum.p99_running = histogram_percentile(sum.running_histogram, sum.steps, 0.99);
+  for (const RequestRecord& rec : records_) {
+    sum.recomputed_tokens += rec.recomputed_tokens;
+    sum.prefix_hit_tokens += rec.prefix_hit_tokens;
+    if (rec.preemptions > 0) sum.preempted_requests += 1;
+  }
+  sum.prefix_cache = kv.prefix_cache_stats();
+  if (sum.prefix_cache.queries > 0) {
+    sum.prefix_cache_hit_rate =
+        static_cast<double>(sum.prefix_cache.hits) / static_cast<double>(sum.prefix_cache.queries);
+  }
+  sum.prefix_blocks_saved = sum.prefix_hit_tokens / sum.block_size;
+  sum.evictions = kv.block_pool().num_evictions();
+  sum.latency = latency_.report();
+}
+
+}  // namespace
+
+ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBackend& backend,
+                        const StepTimeModel& step_time, const ProgressCallback& progress) {
+  if (config.livelock_steps < 1) throw std::invalid_argument("replay: livelock_steps must be >= 1");
+  if (config.progress_every_steps < 1) {
+    throw std::invalid_argument("replay: progress_every_steps must be >= 1");
+  }
+  Engine engine(config, trace, backend, step_time, progress);
+  return engine.run();
+}
+
+}  // namespace kvsim
