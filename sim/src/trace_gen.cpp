@@ -146,20 +146,22 @@ std::vector<int64_t> arrivals(const TraceGenOptions& o) {
   Rng rng(derive_seed(o.seed, ARRIVALS));
   int64_t t = 0;
   const double shape = 1.0 / (o.cv * o.cv);
-  const int64_t period_ns = std::llround(o.burst_period_s * 1e9);
+  const int64_t period_ns = add_gap_ns(0, o.burst_period_s);
   for (int64_t i = 0; i < o.num_requests; ++i) {
     switch (o.arrival) {
       case GenArrival::POISSON:
-        if (i > 0) t += std::llround(rng.exponential(o.rate) * 1e9);
+        if (i > 0) t = add_gap_ns(t, rng.exponential(o.rate));
         break;
       case GenArrival::GAMMA:
-        if (i > 0) t += std::llround(rng.gamma(shape) / (o.rate * shape) * 1e9);
+        if (i > 0) t = add_gap_ns(t, rng.gamma(shape) / (o.rate * shape));
         break;
       case GenArrival::CONSTANT:
-        t = std::llround(static_cast<double>(i) * 1e9 / o.rate);
+        t = add_gap_ns(0, static_cast<double>(i) / o.rate);
         break;
       case GenArrival::BURST:
-        t = (i / o.burst_size) * period_ns;
+        if (__builtin_mul_overflow(i / o.burst_size, period_ns, &t)) {
+          throw std::invalid_argument("burst arrivals overflow 292 years of nanoseconds");
+        }
         break;
       case GenArrival::ALL_AT_ONCE:
         t = 0;

@@ -174,7 +174,12 @@ std::optional<int64_t> parse_datetime_ns(std::string_view s) {
   if (pos != s.size()) return std::nullopt;
   const int64_t days = days_from_civil(*year, *month, *day);
   const int64_t secs = days * 86400 + *hour * 3600 + *minute * 60 + *second - offset_s;
-  return secs * kNsPerSec + frac_ns;
+  // int64 nanoseconds span 1677-09-21 .. 2262-04-11; other years cannot be represented.
+  int64_t ns = 0;
+  if (__builtin_mul_overflow(secs, kNsPerSec, &ns) || __builtin_add_overflow(ns, frac_ns, &ns)) {
+    return std::nullopt;
+  }
+  return ns;
 }
 
 }  // namespace kvsim::trace_parse

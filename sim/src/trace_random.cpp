@@ -5,6 +5,8 @@
 #include <numbers>
 #include <stdexcept>
 
+#include <fmt/core.h>
+
 namespace kvsim {
 
 uint64_t derive_seed(uint64_t seed, uint64_t stream) {
@@ -59,6 +61,15 @@ double Rng::gamma(double shape) {
   }
 }
 
+int64_t add_gap_ns(int64_t t, double gap_s) {
+  const double gap_ns = gap_s * 1e9;
+  if (!(gap_ns >= 0) || gap_ns > 9.2e18 - static_cast<double>(t)) {
+    throw std::invalid_argument(
+        fmt::format("arrival times overflow 292 years of nanoseconds (gap {} s)", gap_s));
+  }
+  return t + std::llround(gap_ns);
+}
+
 std::vector<int64_t> poisson_arrivals_ns(size_t n, double rate, uint64_t seed) {
   if (!(rate > 0) || !std::isfinite(rate)) {
     throw std::invalid_argument("Poisson arrivals need a rate > 0 (requests per second)");
@@ -68,7 +79,7 @@ std::vector<int64_t> poisson_arrivals_ns(size_t n, double rate, uint64_t seed) {
   out.reserve(n);
   int64_t t = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i > 0) t += std::llround(rng.exponential(rate) * 1e9);
+    if (i > 0) t = add_gap_ns(t, rng.exponential(rate));
     out.push_back(t);
   }
   return out;

@@ -243,7 +243,12 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   }
   if (options.time_scale != 1.0) {
     for (auto& r : reqs) {
-      r.arrival_ns = std::llround(static_cast<double>(r.arrival_ns) * options.time_scale);
+      const double scaled = static_cast<double>(r.arrival_ns) * options.time_scale;
+      if (scaled > 9.2e18) {
+        throw std::invalid_argument(fmt::format(
+            "--time-scale {} puts arrivals beyond 292 years of nanoseconds", options.time_scale));
+      }
+      r.arrival_ns = std::llround(scaled);
     }
   }
   trace.requests = std::move(reqs);

@@ -38,7 +38,8 @@ constexpr int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
 // "YYYY-MM-DD HH:MM:SS[.fraction][Z|+HH:MM|-HH:MM|+HHMM]" ('T' may replace the space) to
 // nanoseconds since 1970-01-01T00:00:00 UTC. A naive timestamp (no offset) is taken as UTC. The
 // fraction may have any number of digits; beyond 9 it is rounded to the nearest nanosecond.
-// nullopt when the text is not such a timestamp or names an impossible date or time.
+// nullopt when the text is not such a timestamp, names an impossible date or time, or lies
+// outside what int64 nanoseconds can hold (years 1678..2261).
 std::optional<int64_t> parse_datetime_ns(std::string_view s);
 
 }  // namespace kvsim::trace_parse

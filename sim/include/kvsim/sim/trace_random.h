@@ -38,6 +38,10 @@ class Rng {
   std::mt19937_64 engine_;
 };
 
+// t + gap_s seconds, rounded to whole nanoseconds; throws std::invalid_argument when the gap is
+// negative or NaN or the sum would leave int64 (a rate far too low).
+int64_t add_gap_ns(int64_t t, double gap_s);
+
 // Arrival times of a Poisson process at `rate` req/s: n values, the first 0, each later one the
 // previous plus an exponential gap rounded to whole nanoseconds.
 std::vector<int64_t> poisson_arrivals_ns(size_t n, double rate, uint64_t seed);
