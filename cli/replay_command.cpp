@@ -1,12 +1,240 @@
-// TEMPORARY: replaced by the replay command's implementation (owner: see docs). Keeps kvsim linkable.
+// `kvsim replay TRACE`: replay a trace through the vLLM 0.26 scheduler/allocator clone and
+// report observed concurrency against the capacity formula (docs/scheduler.md).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
+
+#include <fmt/core.h>
 
 #include "commands.h"
+#include "kvsim/core/kv_backend.h"
+#include "kvsim/core/planner.h"
+#include "kvsim/cuda/backend_factory.h"
+#include "kvsim/sim/replay.h"
+#include "kvsim/sim/report.h"
+#include "kvsim/sim/step_time_model.h"
+#include "kvsim/sim/sweep.h"
+#include "kvsim/sim/trace.h"
+#include "plan_options.h"
+#include "trace_options.h"
 
 namespace kvsim::cli {
-void register_replay_command(CLI::App& app) {
-  app.add_subcommand("replay", "(under construction)")->callback([] {
-    throw std::runtime_error("'kvsim replay' is not built yet");
-  });
+namespace {
+
+// The lesson's model, used when no model flag is given (the pool needs a model shape).
+constexpr const char* kDefaultModel = "qwen2.5-7b";
+
+struct ReplayOptions {
+  std::string trace_path;
+  PlanOptions plan;
+  TraceReadOptions trace;
+  std::optional<int32_t> max_num_batched_tokens;
+  std::optional<int32_t> max_num_seqs;
+  int32_t long_prefill_token_threshold = 0;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  std::string policy = "fcfs";
+  double watermark = 0.0;
+  bool no_reserve_full_isl = false;
+  int32_t num_lookahead_tokens = 0;
+  std::string step_time = "roofline";
+  std::string backend = "null";
+  int32_t backend_max_layers = 0;
+  std::string preemption_mode = "recompute";
+  std::string json_path;
+  std::string timeline_path;
+  std::string requests_path;
+  bool no_progress = false;
+  bool check_invariants = false;
+};
+
+bool model_given(const PlanOptions& p) {
+  return !p.model.empty() || !p.config_path.empty() || p.num_layers || p.num_kv_heads || p.head_dim;
 }
+
+int32_t to_i32(int64_t v, const char* what) {
+  if (v < 1 || v > std::numeric_limits<int32_t>::max()) {
+    throw std::invalid_argument(fmt::format("{} = {} is out of range", what, v));
+  }
+  return static_cast<int32_t>(v);
+}
+
+template <typename Write>
+void write_file(const std::string& path, const char* what, Write write) {
+  if (path == "-") {
+    write(std::cout);
+    std::cout.flush();
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(fmt::format("cannot open {} file '{}' for writing", what, path));
+  write(f);
+  f.flush();
+  if (!f) throw std::runtime_error(fmt::format("failed writing {} file '{}'", what, path));
+}
+
+void run(ReplayOptions& o) {
+  if (o.preemption_mode != "recompute") {
+    throw std::invalid_argument(fmt::format(
+        "--preemption-mode '{}': only 'recompute' (vLLM v1's only mode) is implemented by the "
+        "scheduler",
+        o.preemption_mode));
+  }
+  const Trace trace = read_trace(o.trace_path, o.trace);
+  const bool named = model_given(o.plan);
+  if (!named) o.plan.model = kDefaultModel;
+  PlanInputs in = resolve_plan_inputs(o.plan);
+  // Replay conventions §7: the model's context length when a model is named, else 1 + the
+  // trace's longest input + output.
+  if (in.max_model_len == 0 && (!named || in.model.max_position_embeddings == 0)) {
+    in.max_model_len = default_max_model_len(trace);
+  }
+  const Plan plan = compute_plan(in);
+
+  ReplayConfig rc;
+  SchedulerConfig& sc = rc.scheduler;
+  const BatchLimits defaults = vllm_default_batch_limits(in.gpu);
+  sc.max_num_batched_tokens = o.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
+  sc.max_num_seqs = o.max_num_seqs.value_or(defaults.max_num_seqs);
+  sc.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  sc.enable_chunked_prefill = o.enable_chunked_prefill;
+  sc.enable_prefix_caching = o.enable_prefix_caching;
+  sc.policy = o.policy == "priority" ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
+  sc.watermark = o.watermark;
+  sc.scheduler_reserve_full_isl = !o.no_reserve_full_isl;
+  sc.num_lookahead_tokens = o.num_lookahead_tokens;
+  sc.max_model_len = to_i32(plan.max_model_len, "max_model_len");
+  sc.block_size = to_i32(plan.block_size, "block_size");
+  sc.num_gpu_blocks = to_i32(plan.num_gpu_blocks, "num_gpu_blocks");
+  if (!o.enable_chunked_prefill && !o.max_num_batched_tokens) {
+    // vLLM: with chunked prefill off the default budget becomes max(L, default).
+    sc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, sc.max_model_len);
+  }
+  validate(sc);
+  rc.check_invariants = o.check_invariants;
+  rc.record_timeline = true;
+  rc.record_requests = !o.requests_path.empty();
+
+  const std::unique_ptr<StepTimeModel> step_time = make_step_time_model(o.step_time, in, plan);
+  std::unique_ptr<KvBackend> backend;
+  KvBackendConfig bc;
+  bc.kind = parse_kv_backend_kind(o.backend);
+  if (bc.kind == KvBackendKind::kNull) {
+    backend = std::make_unique<NullKvBackend>();
+  } else {
+    bc.num_blocks = plan.num_gpu_blocks;
+    bc.block_size = sc.block_size;
+    bc.num_layers = to_i32(plan.num_layers, "num_layers");
+    bc.num_kv_heads = to_i32(plan.num_kv_heads_per_rank, "num_kv_heads");
+    bc.head_dim = to_i32(plan.head_dim, "head_dim");
+    bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
+    bc.max_layers = o.backend_max_layers;
+    backend = make_kv_backend(bc);
+  }
+
+  ProgressCallback progress;
+  if (!o.no_progress && isatty(STDERR_FILENO) != 0) {
+    progress = [](int64_t done, int64_t total, int64_t sim_ns) {
+      const int width = 40;
+      const int fill = total > 0 ? static_cast<int>(width * done / total) : width;
+      fmt::print(stderr, "\r[{:<{}}] {}/{} requests, t={:.1f} s", std::string(fill, '#'), width,
+                 done, total, static_cast<double>(sim_ns) * 1e-9);
+      if (done == total) fmt::print(stderr, "\n");
+      std::fflush(stderr);
+    };
+  }
+  const ReplayResult result = run_replay(rc, trace, *backend, *step_time, progress);
+
+  ReportContext ctx;
+  ctx.trace_path = o.trace_path;
+  ctx.trace_format = std::string(to_string(trace.format));
+  ctx.trace_rows = trace.rows_read;
+  ctx.dropped_rows = describe_dropped(trace);
+  ctx.model = plan.model_name + (named ? "" : " (default)");
+  ctx.gpu = plan.gpu_name;
+  ctx.kv_cache_dtype = plan.kv_cache_dtype;
+  ctx.pool_overridden = plan.num_gpu_blocks_overridden;
+  ctx.formula_max_concurrency =
+      plan.num_gpu_blocks_overridden
+          ? pool_formula_concurrency(plan.num_gpu_blocks, plan.block_size, plan.max_model_len)
+          : plan.max_concurrency;
+  ctx.vllm_max_concurrency = plan.vllm_max_concurrency;
+  ctx.vllm_log_lines = {vllm_kv_cache_size_line(plan), vllm_max_concurrency_line(plan)};
+  ctx.scheduler = sc;
+  ctx.preemption_mode = o.preemption_mode;
+
+  const bool json_to_stdout = o.json_path == "-";
+  if (!json_to_stdout) std::cout << format_replay_report(result.summary, ctx) << std::flush;
+  if (!o.json_path.empty()) {
+    write_file(o.json_path, "JSON", [&](std::ostream& os) {
+      os << replay_summary_json(result.summary, ctx).dump(2) << "\n";
+    });
+  }
+  if (!o.timeline_path.empty()) {
+    write_file(o.timeline_path, "timeline",
+               [&](std::ostream& os) { write_timeline_csv(os, result.timeline); });
+  }
+  if (!o.requests_path.empty()) {
+    write_file(o.requests_path, "requests",
+               [&](std::ostream& os) { write_requests_csv(os, result.requests); });
+  }
+  fmt::print(stderr, "kvsim replay: {} requests, {} steps in {:.3f} s wall\n",
+             result.summary.requests, result.summary.steps, result.summary.wall_seconds);
+  if (result.summary.backend_verified && !result.summary.verification.ok) {
+    throw std::runtime_error("KV backend verification failed: " +
+                             result.summary.verification.detail);
+  }
+}
+
+}  // namespace
+
+void register_replay_command(CLI::App& app) {
+  auto o = std::make_shared<ReplayOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay",
+      "Replay a trace through vLLM 0.26's scheduler and KV allocator; report concurrency");
+  cmd->add_option("trace", o->trace_path, "Trace file (Azure, Vidur, BurstGPT, Mooncake, ...)")
+      ->required();
+  add_model_card_options(cmd, o->plan);
+  add_trace_options(cmd, o->trace);
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
+                  "Token budget per step (default: vLLM's for the card)");
+  cmd->add_option("--max-num-seqs", o->max_num_seqs,
+                  "Maximum running requests (default: vLLM's for the card)");
+  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
+                  "Cap on one request's tokens per step (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o->enable_chunked_prefill,
+                "Chunked prefill (default on)");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,
+                "Prefix caching (default on)");
+  cmd->add_option("--scheduling-policy", o->policy, "fcfs | priority")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd->add_option("--watermark", o->watermark, "Free-block headroom fraction for admission [0,1)");
+  cmd->add_flag("--no-scheduler-reserve-full-isl", o->no_reserve_full_isl,
+                "Turn off the full-sequence admission gate");
+  cmd->add_option("--num-lookahead-tokens", o->num_lookahead_tokens, "Lookahead slots per step")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--step-time", o->step_time, "fixed:MS | roofline[:k=v,...] (default roofline)");
+  cmd->add_option("--backend", o->backend, "KV storage: null | host | cuda (default null)");
+  cmd->add_option("--backend-max-layers", o->backend_max_layers,
+                  "Keep only this many layers in a host/cuda pool (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--preemption-mode", o->preemption_mode, "recompute (vLLM v1's only mode)");
+  cmd->add_option("--json", o->json_path, "Write the JSON summary to PATH ('-' = stdout only)");
+  cmd->add_option("--timeline", o->timeline_path, "Write one CSV row per step to PATH");
+  cmd->add_option("--requests", o->requests_path, "Write one CSV row per request to PATH");
+  cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
+  cmd->add_flag("--check-invariants", o->check_invariants,
+                "Check the allocator's invariants after every step (slow)");
+  cmd->callback([o] { run(*o); });
+}
+
 }  // namespace kvsim::cli

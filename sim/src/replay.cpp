@@ -367,10 +367,16 @@ void Engine::finish_summary() {
   if (usage_steps_ > 0) sum.mean_kv_usage = sum_usage_ / static_cast<double>(usage_steps_);
   sum.p50_running = histogram_percentile(sum.running_histogram, sum.steps, 0.50);
   sum.p99_running = histogram_percentile(sum.running_histogram, sum.steps, 0.99);
+  int64_t finished_length = 0;
   for (const RequestRecord& rec : records_) {
+    if (rec.finished) finished_length += rec.prompt_tokens + rec.output_tokens;
     sum.recomputed_tokens += rec.recomputed_tokens;
     sum.prefix_hit_tokens += rec.prefix_hit_tokens;
     if (rec.preemptions > 0) sum.preempted_requests += 1;
+  }
+  if (sum.finished > 0) {
+    sum.mean_finished_length =
+        static_cast<double>(finished_length) / static_cast<double>(sum.finished);
   }
   sum.prefix_cache = kv.prefix_cache_stats();
   if (sum.prefix_cache.queries > 0) {

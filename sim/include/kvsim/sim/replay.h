@@ -108,6 +108,7 @@ struct ReplaySummary {
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
   int64_t generated_tokens = 0;
+  double mean_finished_length = 0;  // prompt + output tokens of a finished request, mean
   double padding_tokens_mean = 0;  // over steps
   int64_t padding_tokens_peak = 0;
   double padding_fraction_mean = 0;  // padding / (used_blocks * block_size), over steps with used
