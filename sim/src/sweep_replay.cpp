@@ -9,6 +9,7 @@
 
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/replay.h"
+#include "kvsim/sim/report.h"
 #include "kvsim/sim/step_time_model.h"
 #include "kvsim/sim/sweep.h"
 
@@ -74,7 +75,10 @@ SweepOutcome replay_sweep_point(const SweepBase& base, const Trace& trace,
   o.max_num_seqs = rc.scheduler.max_num_seqs;
   o.max_num_batched_tokens = rc.scheduler.max_num_batched_tokens;
   o.vllm_max_concurrency = plan.vllm_max_concurrency;
-  o.formula_max_concurrency = plan.num_gpu_blocks_overridden ? 0 : plan.max_concurrency;
+  o.formula_max_concurrency =
+      plan.num_gpu_blocks_overridden
+          ? pool_formula_concurrency(plan.num_gpu_blocks, plan.block_size, plan.max_model_len)
+          : plan.max_concurrency;
   o.requests = s.requests;
   o.finished = s.finished;
   o.rejected = s.rejected;

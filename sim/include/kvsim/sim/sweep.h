@@ -64,7 +64,7 @@ struct SweepOutcome {
   int32_t max_num_seqs = 0;
   int32_t max_num_batched_tokens = 0;
   double vllm_max_concurrency = 0;      // num_gpu_blocks / cdiv(max_model_len, block_size)
-  int64_t formula_max_concurrency = 0;  // the lesson's N_seq (0 when the pool was overridden)
+  int64_t formula_max_concurrency = 0;  // the lesson's N_seq (pool override: N * bs / L)
   // Replay results (the replay JSON's keys of the same names).
   int64_t requests = 0;
   int64_t finished = 0;
