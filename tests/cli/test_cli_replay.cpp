@@ -1,0 +1,149 @@
+// `kvsim replay` end to end through the binary: report, JSON keys, CSVs, determinism, errors.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct CmdResult {
+  int status = -1;
+  std::string out;  // stdout + stderr
+};
+
+CmdResult run_kvsim(const std::string& args) {
+  const std::string cmd = std::string(KVSIM_BINARY) + " " + args + " 2>&1";
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string trace(const std::string& name) {
+  const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
+  return std::filesystem::exists(a) ? a : "/work/shared/traces/" + name;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string tmp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("kvsim_cli_replay_" + name)).string();
+}
+
+TEST(CliReplay, JsonSummaryHasTheReliedOnKeys) {
+  const CmdResult r = run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+                                " --max-requests 300 --step-time fixed:20 --json - --no-progress");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string json = r.out.substr(0, r.out.rfind("}\n") + 2);
+  const nlohmann::json j = nlohmann::json::parse(json);
+  for (const char* key : {"requests",
+                          "finished",
+                          "rejected",
+                          "steps",
+                          "sim_seconds",
+                          "wall_seconds",
+                          "num_gpu_blocks",
+                          "block_size",
+                          "peak_running",
+                          "mean_running",
+                          "formula_max_concurrency",
+                          "vllm_max_concurrency",
+                          "preemptions",
+                          "recomputed_tokens",
+                          "padding_tokens_mean",
+                          "padding_fraction_mean",
+                          "peak_kv_usage",
+                          "prefix_cache_hit_rate",
+                          "ttft_p50_s",
+                          "ttft_p99_s",
+                          "tpot_p50_s"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["requests"], 300);
+  EXPECT_EQ(j["finished"].get<int>() + j["rejected"].get<int>(), 300);
+  EXPECT_EQ(j["block_size"], 16);
+  EXPECT_GT(j["peak_running"].get<int>(), 0);
+  EXPECT_GE(j["peak_running"].get<double>(), j["mean_running"].get<double>());
+  EXPECT_GT(j["ttft_p99_s"].get<double>(), 0.0);
+  // 20 ms per step: the simulated time is a multiple of it plus idle gaps, and TTFT >= 20 ms.
+  EXPECT_GE(j["ttft_p50_s"].get<double>(), 0.02);
+  // With a default (unnamed) model max_model_len = 1 + longest input + output of the subset.
+  EXPECT_GT(j["max_model_len"].get<int>(), 1);
+}
+
+TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
+  const std::string args = "replay " + trace("splitwise_conv.csv") +
+                           " --max-requests 400 --num-gpu-blocks-override 2000 --no-progress";
+  const CmdResult a =
+      run_kvsim(args + " --timeline " + tmp("a.csv") + " --requests " + tmp("ra.csv"));
+  const CmdResult b =
+      run_kvsim(args + " --timeline " + tmp("b.csv") + " --requests " + tmp("rb.csv"));
+  ASSERT_EQ(a.status, 0) << a.out;
+  ASSERT_EQ(b.status, 0) << b.out;
+  // Everything but the stderr wall-time line is byte-identical.
+  auto strip = [](const std::string& s) { return s.substr(0, s.rfind("kvsim replay: ")); };
+  EXPECT_EQ(strip(a.out), strip(b.out));
+  EXPECT_NE(a.out.find("Concurrency: formula vs observed"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("Maximum concurrency for"), std::string::npos);
+  EXPECT_NE(a.out.find("binding limit"), std::string::npos);
+  EXPECT_NE(a.out.find("(overridden)"), std::string::npos);
+  const std::string ta = slurp(tmp("a.csv"));
+  EXPECT_EQ(ta, slurp(tmp("b.csv")));
+  EXPECT_EQ(slurp(tmp("ra.csv")), slurp(tmp("rb.csv")));
+  EXPECT_EQ(ta.rfind("step,time_s,duration_s,running,waiting,", 0), 0u);
+  const std::string ra = slurp(tmp("ra.csv"));
+  // Header + 400 request rows.
+  EXPECT_EQ(std::count(ra.begin(), ra.end(), '\n'), 401);
+}
+
+TEST(CliReplay, BadInputIsOneLineAndExit2) {
+  const CmdResult missing = run_kvsim("replay /nonexistent/trace.csv --no-progress");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(missing.out.rfind("kvsim: error: ", 0), 0u) << missing.out;
+  EXPECT_EQ(std::count(missing.out.begin(), missing.out.end(), '\n'), 1) << missing.out;
+  const CmdResult swap =
+      run_kvsim("replay " + trace("splitwise_conv.csv") + " --preemption-mode swap --no-progress");
+  EXPECT_EQ(swap.status, 2);
+  EXPECT_NE(swap.out.find("--preemption-mode"), std::string::npos) << swap.out;
+  const CmdResult wm = run_kvsim("replay " + trace("splitwise_conv.csv") + " --watermark 1.5");
+  EXPECT_EQ(wm.status, 2);
+  EXPECT_NE(wm.out.find("watermark"), std::string::npos) << wm.out;
+}
+
+TEST(CliReplay, TinyPoolRejectsWithReasons) {
+  // 64 blocks of 16: prompts above 63 blocks are rejected at arrival, counted by reason.
+  const CmdResult r =
+      run_kvsim("replay " + trace("AzureLLMInferenceTrace_code.csv") +
+                " --max-requests 200 --num-gpu-blocks-override 64 --max-model-len 1024"
+                " --step-time fixed:5 --json - --no-progress");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2));
+  EXPECT_GT(j["rejected"].get<int>(), 0);
+  const auto& by = j["rejected_by_reason"];
+  EXPECT_EQ(j["rejected"].get<int>(),
+            by["prompt_ge_max_model_len"].get<int>() + by["prompt_exceeds_kv_pool"].get<int>() +
+                by["never_admittable"].get<int>() + by["outgrew_kv_pool"].get<int>() +
+                by["empty_prompt"].get<int>());
+  EXPECT_EQ(j["finished"].get<int>() + j["rejected"].get<int>(), 200);
+}
+
+}  // namespace
