@@ -78,6 +78,20 @@ def thin(xs, ys, max_points=3000, reduce=max):
     return tx, ty
 
 
+def bin_by_time(ts, ys, bins=400, reduce=max):
+    """Groups steps into `bins` equal time bins (steps are not evenly spaced in time) and reduces
+    each non-empty bin with `reduce`; returns bin centres and values."""
+    if not ts:
+        return [], []
+    t0, t1 = ts[0], ts[-1]
+    width = (t1 - t0) / bins or 1.0
+    groups = {}
+    for t, y in zip(ts, ys):
+        groups.setdefault(min(int((t - t0) / width), bins - 1), []).append(y)
+    keys = sorted(groups)
+    return [t0 + (k + 0.5) * width for k in keys], [reduce(groups[k]) for k in keys]
+
+
 def mean(values):
     return sum(values) / len(values)
 

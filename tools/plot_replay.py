@@ -13,7 +13,8 @@ latency (from the requests CSV), with p50/p99 marked.
 
 import argparse
 
-from plot_common import COLORS, cdf, column, die, mean, nearest_rank, plt, read_csv, read_json, save, thin
+from plot_common import (COLORS, bin_by_time, cdf, column, die, mean, nearest_rank, plt, read_csv,
+                         read_json, save)
 
 TIMELINE = ["time_s", "running", "waiting", "used_blocks", "free_blocks", "padding_tokens"]
 REQUESTS = ["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"]
@@ -27,6 +28,7 @@ def main():
     ap.add_argument("--block-size", type=int, help="block size when no --summary is given")
     ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
     ap.add_argument("--title", default="")
+    ap.add_argument("--bins", type=int, default=360, help="time bins for the time series")
     ap.add_argument("--dpi", type=int, default=110)
     args = ap.parse_args()
 
@@ -45,15 +47,16 @@ def main():
 
     with_latency = bool(args.requests)
     fig = plt.figure(figsize=(13, 8 if with_latency else 4.2))
-    rows = 2 if with_latency else 1
-    ax_conc = fig.add_subplot(rows, 2, 1)
-    ax_kv = fig.add_subplot(rows, 2, 2)
+    grid = fig.add_gridspec(2 if with_latency else 1, 6)
+    ax_conc = fig.add_subplot(grid[0, 0:3])
+    ax_kv = fig.add_subplot(grid[0, 3:6])
 
-    tx, r_mean = thin(t, running, reduce=mean)
-    _, r_max = thin(t, running, reduce=max)
-    _, w_mean = thin(t, waiting, reduce=mean)
-    ax_conc.fill_between(tx, r_mean, r_max, color=COLORS[0], alpha=0.2, lw=0)
-    ax_conc.plot(tx, r_mean, color=COLORS[0], lw=1, label="running (mean; band = max)")
+    tx, r_mean = bin_by_time(t, running, args.bins, mean)
+    _, r_max = bin_by_time(t, running, args.bins, max)
+    _, w_mean = bin_by_time(t, waiting, args.bins, mean)
+    ax_conc.fill_between(tx, r_mean, r_max, color=COLORS[0], alpha=0.25, lw=0,
+                         label="running (max per bin)")
+    ax_conc.plot(tx, r_mean, color=COLORS[0], lw=1, label="running (mean per bin)")
     ax_conc.plot(tx, w_mean, color=COLORS[3], lw=1, label="waiting")
     if "formula_max_concurrency" in summary:
         ax_conc.axhline(summary["formula_max_concurrency"], color=COLORS[1], ls="--", lw=1.2,
@@ -69,9 +72,11 @@ def main():
 
     pool = [u + f for u, f in zip(used, free)]
     usage = [100 * u / p if p else 0 for u, p in zip(used, pool)]
-    tx, u_mean = thin(t, usage, reduce=mean)
-    ax_kv.plot(tx, u_mean, color=COLORS[4], lw=1, label="KV blocks in use (% of pool)")
-    ax_kv.set_ylim(0, 105)
+    tx, u_mean = bin_by_time(t, usage, args.bins, mean)
+    _, u_max = bin_by_time(t, usage, args.bins, max)
+    ax_kv.fill_between(tx, u_mean, u_max, color=COLORS[4], alpha=0.25, lw=0)
+    ax_kv.plot(tx, u_mean, color=COLORS[4], lw=1, label="KV blocks in use (% of pool; band = max)")
+    ax_kv.set_ylim(0, 119)  # headroom for the legend
     ax_kv.set_xlabel("simulated time (min)")
     ax_kv.set_ylabel("KV usage (%)")
     ax_kv.grid(alpha=0.3)
@@ -81,12 +86,13 @@ def main():
         label, ylabel = "padding (% of used KV)", "padding (% of used KV)"
     else:
         pad, label, ylabel = padding, "padding tokens", "padding tokens"
-    tx, p_mean = thin(t, pad, reduce=mean)
-    ax_pad.plot(tx, p_mean, color=COLORS[5], lw=1, label=label)
+    tx, p_mean = bin_by_time(t, pad, args.bins, mean)
+    ax_pad.plot(tx, p_mean, color=COLORS[5], lw=0.8, alpha=0.8, label=label + " (mean per bin)")
     ax_pad.set_ylabel(ylabel)
     ax_pad.set_ylim(bottom=0)
     lines = ax_kv.get_lines() + ax_pad.get_lines()
-    ax_kv.legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="lower right")
+    ax_kv.legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="upper left",
+                 framealpha=0.9)
     ax_kv.set_title("KV usage and last-block padding")
 
     if with_latency:
@@ -98,7 +104,7 @@ def main():
         tpot = [(float(r["finish_s"]) - float(r["first_token_s"])) / (int(r["output_tokens"]) - 1)
                 for r in rq if int(r["output_tokens"]) >= 2]
         for k, (name, values) in enumerate((("TTFT", ttft), ("TPOT", tpot), ("end-to-end", e2e))):
-            ax = fig.add_subplot(2, 3, 4 + k)
+            ax = fig.add_subplot(grid[1, 2 * k:2 * k + 2])
             x, y = cdf(values)
             x = [max(v, 1e-4) for v in x]
             ax.plot(x, y, color=COLORS[k], lw=1.2)
@@ -107,7 +113,8 @@ def main():
                 ax.axvline(max(v, 1e-4), color="gray", ls=ls, lw=1,
                            label=f"p{int(q * 100)} = {v * 1e3:.1f} ms" if v < 1 else
                            f"p{int(q * 100)} = {v:.2f} s")
-            ax.set_xscale("log")
+            if x[-1] / x[0] > 20:  # log only when the values span decades
+                ax.set_xscale("log")
             ax.set_xlabel(f"{name} (s)")
             ax.set_ylabel("fraction of requests")
             ax.set_title(f"{name} CDF ({len(values)} requests)")
