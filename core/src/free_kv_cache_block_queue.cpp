@@ -5,6 +5,15 @@
 #include <stdexcept>
 
 namespace kvsim {
+namespace {
+
+// Kept out of line so the O(1) link operations stay small enough to inline.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_bad_link(int32_t b) {
+  throw std::logic_error(
+      fmt::format("FreeKVCacheBlockQueue: block {} is already free or out of range", b));
+}
+
+}  // namespace
 
 FreeKVCacheBlockQueue::FreeKVCacheBlockQueue(int32_t num_blocks)
     : num_blocks_(num_blocks),
@@ -66,9 +75,8 @@ void FreeKVCacheBlockQueue::remove(BlockId b) {
 }
 
 void FreeKVCacheBlockQueue::link_before(int32_t node, int32_t b) {
-  if (b < 0 || b >= num_blocks_ || contains(b)) {
-    throw std::logic_error(
-        fmt::format("FreeKVCacheBlockQueue: block {} is already free or out of range", b));
+  if (b < 0 || b >= num_blocks_ || contains(b)) [[unlikely]] {
+    throw_bad_link(b);
   }
   const int32_t p = prev_[static_cast<size_t>(node)];
   next_[static_cast<size_t>(p)] = b;
