@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -27,6 +28,19 @@ KvCacheLayout twin_layout(int64_t num_blocks, int32_t block_size) {
   l.head_dim = 128;
   return l;
 }
+
+// Same-run baseline: a plain memcpy of 64 MiB (bytes = read + written, like the kernels below).
+// Quote the twin kernels as a fraction of it; absolute CPU GB/s vary from machine to machine.
+void BM_HostMemcpyBaseline(benchmark::State& state) {
+  const size_t bytes = size_t{64} << 20;
+  std::vector<unsigned char> src(bytes, 0x5A), dst(bytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(2 * bytes) * state.iterations());
+}
+BENCHMARK(BM_HostMemcpyBaseline)->Unit(benchmark::kMicrosecond);
 
 // write_kv of `tokens` tokens (decode: one per block; prefill: consecutive slots).
 void BM_TwinWriteKv(benchmark::State& state) {
