@@ -2,6 +2,7 @@
 // report observed concurrency against the capacity formula (docs/scheduler.md).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -48,6 +49,8 @@ struct ReplayOptions {
   std::string backend = "null";
   int32_t backend_max_layers = 0;
   std::string preemption_mode = "recompute";
+  double swap_space_gib = 4.0;        // vLLM V0's --swap-space default (GiB per GPU)
+  double swap_bandwidth_gbps = 25.0;  // PCIe 4.0 x16, effective
   std::string json_path;
   std::string timeline_path;
   std::string requests_path;
@@ -80,12 +83,28 @@ void write_file(const std::string& path, const char* what, Write write) {
   if (!f) throw std::runtime_error(fmt::format("failed writing {} file '{}'", what, path));
 }
 
+// Host swap slots in `gib` GiB: one slot holds one block of every layer.
+int64_t host_swap_slots(double gib, int64_t bytes_per_block) {
+  if (bytes_per_block <= 0) {
+    throw std::invalid_argument(
+        fmt::format("--swap-space-gib: the planner gave {} bytes per block", bytes_per_block));
+  }
+  const long double bytes = static_cast<long double>(gib) * (1LL << 30);
+  const long double slots = std::floor(bytes / static_cast<long double>(bytes_per_block));
+  if (slots > static_cast<long double>(int64_t{1} << 40)) {
+    throw std::invalid_argument(fmt::format("--swap-space-gib {} is too large", gib));
+  }
+  return static_cast<int64_t>(slots);
+}
+
 void run(ReplayOptions& o) {
-  if (o.preemption_mode != "recompute") {
-    throw std::invalid_argument(fmt::format(
-        "--preemption-mode '{}': only 'recompute' (vLLM v1's only mode) is implemented by the "
-        "scheduler",
-        o.preemption_mode));
+  if (!std::isfinite(o.swap_space_gib) || o.swap_space_gib < 0) {
+    throw std::invalid_argument(
+        fmt::format("--swap-space-gib {}: must be a finite number >= 0", o.swap_space_gib));
+  }
+  if (!std::isfinite(o.swap_bandwidth_gbps) || o.swap_bandwidth_gbps <= 0) {
+    throw std::invalid_argument(fmt::format("--swap-bandwidth-gbps {}: must be a finite number > 0",
+                                            o.swap_bandwidth_gbps));
   }
   const Trace trace = read_trace(o.trace_path, o.trace);
   const bool named = model_given(o.plan);
@@ -117,6 +136,12 @@ void run(ReplayOptions& o) {
     // vLLM: with chunked prefill off the default budget becomes max(L, default).
     sc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, sc.max_model_len);
   }
+  if (o.preemption_mode == "swap") {
+    sc.preemption_mode = PreemptionMode::SWAP;
+    sc.num_host_swap_slots = host_swap_slots(o.swap_space_gib, plan.bytes_per_block);
+  }
+  rc.swap_bytes_per_block = plan.bytes_per_block;
+  rc.swap_bandwidth_bytes_per_s = o.swap_bandwidth_gbps * 1e9;
   validate(sc);
   rc.check_invariants = o.check_invariants;
   rc.record_timeline = true;
@@ -136,6 +161,7 @@ void run(ReplayOptions& o) {
     bc.head_dim = to_i32(plan.head_dim, "head_dim");
     bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
     bc.max_layers = o.backend_max_layers;
+    bc.host_swap_slots = sc.num_host_swap_slots;
     backend = make_kv_backend(bc);
   }
 
@@ -227,7 +253,14 @@ void register_replay_command(CLI::App& app) {
   cmd->add_option("--backend-max-layers", o->backend_max_layers,
                   "Keep only this many layers in a host/cuda pool (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--preemption-mode", o->preemption_mode, "recompute (vLLM v1's only mode)");
+  cmd->add_option("--preemption-mode", o->preemption_mode,
+                  "recompute (vLLM v1's only mode, default) | swap (KV to host and back, as vLLM "
+                  "V0)")
+      ->check(CLI::IsMember({"recompute", "swap"}));
+  cmd->add_option("--swap-space-gib", o->swap_space_gib,
+                  "Host swap space for --preemption-mode swap, GiB (default 4, vLLM V0's)");
+  cmd->add_option("--swap-bandwidth-gbps", o->swap_bandwidth_gbps,
+                  "Host<->device swap bandwidth, GB/s (default 25: PCIe 4.0 x16 effective)");
   cmd->add_option("--json", o->json_path, "Write the JSON summary to PATH ('-' = stdout only)");
   cmd->add_option("--timeline", o->timeline_path, "Write one CSV row per step to PATH");
   cmd->add_option("--requests", o->requests_path, "Write one CSV row per request to PATH");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -61,6 +62,8 @@ class Engine {
   void on_step(const SchedulerOutput& out, int64_t duration_ns);
   bool after_update(const SchedulerOutput& out);  // true when a request finished
   void log_row(const SchedulerOutput& out, int64_t duration_ns);
+  int64_t account_swaps(const SchedulerOutput& out);  // returns the transfer time (ns)
+  void execute_batch(const SchedulerOutput& out);
   [[noreturn]] void livelock(int64_t steps) const;
   void finish_summary();
 
@@ -194,7 +197,43 @@ void Engine::log_row(const SchedulerOutput& out, int64_t duration_ns) {
   row.padding_tokens = kv.padding_tokens();
   row.preemptions = preempted;
   row.admission_stop = out.admission_stop;
+  row.swap_out_blocks = static_cast<int32_t>(out.swap_out.size());
+  row.swap_in_blocks = static_cast<int32_t>(out.swap_in.size());
+  row.host_slots_used = sched_.num_used_host_slots();
   result_.timeline.push_back(row);
+}
+
+int64_t Engine::account_swaps(const SchedulerOutput& out) {
+  ReplaySummary& sum = result_.summary;
+  sum.swap_fallbacks += out.num_swap_fallbacks;
+  if (out.swap_out.empty() && out.swap_in.empty()) return 0;
+  for (int64_t id : out.swapped_out_req_ids) records_[static_cast<size_t>(id)].swap_outs += 1;
+  sum.swap_outs += static_cast<int64_t>(out.swapped_out_req_ids.size());
+  sum.swap_ins += static_cast<int64_t>(out.swapped_in_req_ids.size());
+  const auto out_blocks = static_cast<int64_t>(out.swap_out.size());
+  const auto in_blocks = static_cast<int64_t>(out.swap_in.size());
+  sum.swap_out_blocks += out_blocks;
+  sum.swap_in_blocks += in_blocks;
+  sum.swap_out_bytes += out_blocks * config_.swap_bytes_per_block;
+  sum.swap_in_bytes += in_blocks * config_.swap_bytes_per_block;
+  sum.peak_host_slots_used = std::max(sum.peak_host_slots_used, sched_.num_used_host_slots());
+  // Transfers are serialised with the step's compute (no overlap modelled).
+  const double bytes = static_cast<double>(out_blocks + in_blocks) *
+                       static_cast<double>(config_.swap_bytes_per_block);
+  const auto ns =
+      static_cast<int64_t>(std::llround(bytes / config_.swap_bandwidth_bytes_per_s * 1e9));
+  sum.swap_ns += ns;
+  return ns;
+}
+
+void Engine::execute_batch(const SchedulerOutput& out) {
+  if (null_backend_) return;
+  detail::build_step_batch(out, sched_.kv_cache_manager(), batch_);
+  const StepExecution ex = backend_.execute(batch_);
+  ReplaySummary& sum = result_.summary;
+  sum.backend_device_seconds += ex.device_seconds;
+  sum.backend_bytes_read += ex.bytes_read;
+  sum.backend_bytes_written += ex.bytes_written;
 }
 
 bool Engine::after_update(const SchedulerOutput& out) {
@@ -266,6 +305,11 @@ ReplayResult Engine::run() {
   sum.max_model_len = sched_.config().max_model_len;
   sum.backend = backend_.name();
   sum.step_time_model = step_time_.describe();
+  sum.host_swap_slots = sched_.config().preemption_mode == PreemptionMode::SWAP
+                            ? sched_.config().num_host_swap_slots
+                            : 0;
+  sum.swap_bytes_per_block = config_.swap_bytes_per_block;
+  sum.swap_bandwidth_bytes_per_s = config_.swap_bandwidth_bytes_per_s;
 
   size_t next = 0;
   int64_t idle_steps = 0;
@@ -283,8 +327,13 @@ ReplayResult Engine::run() {
              RejectReason::OUTGREW_POOL);
     }
     if (out.total_num_scheduled_tokens == 0) {
+      // Only swap-outs of this step's victims can be pending: they still move data and time.
+      const int64_t swap_dt = account_swaps(out);
+      if (!out.swap_out.empty()) execute_batch(out);
       sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
-      if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, 0);
+      if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, swap_dt);
+      t_ += swap_dt;
+      sum.busy_ns += swap_dt;
       if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
       if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
         Request* head = sched_.abort_waiting_head();
@@ -300,14 +349,8 @@ ReplayResult Engine::run() {
     for (const ScheduledRequest& s : out.scheduled) {
       work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
     }
-    if (!null_backend_) {
-      detail::build_step_batch(out, sched_.kv_cache_manager(), batch_);
-      const StepExecution ex = backend_.execute(batch_);
-      sum.backend_device_seconds += ex.device_seconds;
-      sum.backend_bytes_read += ex.bytes_read;
-      sum.backend_bytes_written += ex.bytes_written;
-    }
-    const int64_t dt = step_time_.step_time_ns(work_);
+    execute_batch(out);
+    const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
     new_work_ = false;
     on_step(out, dt);
     log_row(out, dt);
@@ -395,6 +438,13 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
   if (config.livelock_steps < 1) throw std::invalid_argument("replay: livelock_steps must be >= 1");
   if (config.progress_every_steps < 1) {
     throw std::invalid_argument("replay: progress_every_steps must be >= 1");
+  }
+  if (config.swap_bytes_per_block < 0) {
+    throw std::invalid_argument("replay: swap_bytes_per_block must be >= 0");
+  }
+  if (!(config.swap_bandwidth_bytes_per_s > 0)) {
+    throw std::invalid_argument(fmt::format("replay: swap bandwidth must be > 0 bytes/s (got {})",
+                                            config.swap_bandwidth_bytes_per_s));
   }
   Engine engine(config, trace, backend, step_time, progress);
   return engine.run();

@@ -11,6 +11,8 @@ void build_step_batch(const SchedulerOutput& out, const KVCacheManager& kv, Step
   const int32_t bs = kv.block_size();
   batch.block_size = bs;
   batch.block_table_offsets.push_back(0);
+  batch.swap_out.assign(out.swap_out.begin(), out.swap_out.end());
+  batch.swap_in.assign(out.swap_in.begin(), out.swap_in.end());
   for (const ScheduledRequest& s : out.scheduled) {
     const std::span<const BlockId> table = kv.get_block_ids(s.request_id);
     const int32_t seq_len = s.num_computed_tokens + s.num_tokens;

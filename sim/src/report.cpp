@@ -70,6 +70,18 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["preemptions"] = s.preemptions;
   j["preempted_requests"] = s.preempted_requests;
   j["recomputed_tokens"] = s.recomputed_tokens;
+  j["host_swap_slots"] = s.host_swap_slots;
+  j["swap_bytes_per_block"] = s.swap_bytes_per_block;
+  j["swap_bandwidth_gbps"] = s.swap_bandwidth_bytes_per_s * 1e-9;
+  j["swap_outs"] = s.swap_outs;
+  j["swap_ins"] = s.swap_ins;
+  j["swap_fallbacks"] = s.swap_fallbacks;
+  j["swap_out_blocks"] = s.swap_out_blocks;
+  j["swap_in_blocks"] = s.swap_in_blocks;
+  j["swap_out_bytes"] = s.swap_out_bytes;
+  j["swap_in_bytes"] = s.swap_in_bytes;
+  j["swap_seconds"] = static_cast<double>(s.swap_ns) * 1e-9;
+  j["peak_host_swap_slots_used"] = s.peak_host_slots_used;
   j["scheduled_tokens"] = s.scheduled_tokens;
   j["prefill_tokens"] = s.prefill_tokens;
   j["decode_tokens"] = s.decode_tokens;
@@ -170,8 +182,19 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                  "  padding (last-block waste): mean {:.1f} tokens, peak {}, {:.2f}% of used KV "
                  "on average\n",
                  s.padding_tokens_mean, s.padding_tokens_peak, 100.0 * s.padding_fraction_mean);
-  fmt::format_to(out, "  preemption: {} preemptions of {} requests, {} tokens recomputed\n",
+  fmt::format_to(out, "  preemption: {} preemptions of {} requests, {} tokens recomputed",
                  s.preemptions, s.preempted_requests, s.recomputed_tokens);
+  if (ctx.scheduler.preemption_mode == PreemptionMode::SWAP) {
+    fmt::format_to(out,
+                   "; swap: {} swapped out ({} blocks, {:.3f} GiB), {} swapped in ({} blocks), "
+                   "{} fell back to recompute (host slots full, peak {} of {} used), {:.3f} s "
+                   "of transfers at {:.1f} GB/s",
+                   s.swap_outs, s.swap_out_blocks, static_cast<double>(s.swap_out_bytes) / kGiB,
+                   s.swap_ins, s.swap_in_blocks, s.swap_fallbacks, s.peak_host_slots_used,
+                   s.host_swap_slots, static_cast<double>(s.swap_ns) * 1e-9,
+                   s.swap_bandwidth_bytes_per_s * 1e-9);
+  }
+  fmt::format_to(out, "\n");
   fmt::format_to(out,
                  "  prefix sharing: hit rate {:.2f}% ({} of {} queried tokens), {} blocks saved, "
                  "{} evictions\n",

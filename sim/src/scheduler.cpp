@@ -44,6 +44,8 @@ void validate(const SchedulerConfig& c) {
   require(c.block_size >= 1, "block_size", fmt::format("must be >= 1 (got {})", c.block_size));
   require(c.num_gpu_blocks >= 1, "num_gpu_blocks",
           fmt::format("must be >= 1 (got {})", c.num_gpu_blocks));
+  require(c.num_host_swap_slots >= 0, "num_host_swap_slots",
+          fmt::format("must be >= 0 (got {})", c.num_host_swap_slots));
   // vLLM SchedulerConfig.verify: without chunked prefill a max_model_len prompt must fit the
   // budget.
   require(c.enable_chunked_prefill || c.max_num_batched_tokens >= c.max_model_len,
@@ -69,12 +71,21 @@ std::string_view to_string(RejectReason r) {
   return "unknown";
 }
 
+std::string_view to_string(PreemptionMode m) {
+  return m == PreemptionMode::SWAP ? "swap" : "recompute";
+}
+
 void SchedulerOutput::clear() {
   scheduled.clear();
   new_block_ids.clear();
   preempted_req_ids.clear();
   finished_req_ids.clear();
   aborted_req_ids.clear();
+  swap_out.clear();
+  swap_in.clear();
+  swapped_out_req_ids.clear();
+  swapped_in_req_ids.clear();
+  num_swap_fallbacks = 0;
   total_num_scheduled_tokens = 0;
   num_prefill_tokens = 0;
   num_decode_tokens = 0;
@@ -83,7 +94,20 @@ void SchedulerOutput::clear() {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config)
-    : config_((validate(config), config)), kv_(kv_config(config)), waiting_(config.policy) {}
+    : config_((validate(config), config)), kv_(kv_config(config)), waiting_(config.policy) {
+  if (config_.preemption_mode == PreemptionMode::SWAP) {
+    // Highest slot at the bottom of the stack: slots are handed out 0, 1, 2, ... from the start.
+    free_host_slots_.resize(static_cast<size_t>(config_.num_host_swap_slots));
+    for (size_t i = 0; i < free_host_slots_.size(); ++i) {
+      free_host_slots_[i] = config_.num_host_swap_slots - 1 - static_cast<int64_t>(i);
+    }
+  }
+}
+
+std::span<const int64_t> Scheduler::host_slots(int64_t request_id) const {
+  if (request_id < 0 || static_cast<size_t>(request_id) >= host_slots_of_.size()) return {};
+  return host_slots_of_[static_cast<size_t>(request_id)];
+}
 
 bool Scheduler::check_new_request(const Request& r, RejectReason* reason) const {
   const int64_t usable_blocks = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
@@ -113,6 +137,7 @@ void Scheduler::add_request(Request* r) {
   if (id >= by_id_.size()) {
     by_id_.resize(std::max(id + 1, by_id_.size() * 2), nullptr);
     scheduled_index_.resize(by_id_.size(), -1);
+    if (config_.preemption_mode == PreemptionMode::SWAP) host_slots_of_.resize(by_id_.size());
   }
   if (by_id_[id] != nullptr) {
     throw std::invalid_argument("add_request: request id " + std::to_string(id) +
@@ -151,16 +176,59 @@ void Scheduler::unschedule(size_t idx, int64_t& token_budget) {
   }
 }
 
+bool Scheduler::try_swap_out(Request& victim) {
+  // Only the blocks holding computed KV travel: the table may extend past C (blocks allocated
+  // for this step's tokens or lookahead), and those hold nothing yet.
+  const int64_t computed = victim.num_computed_tokens;
+  if (config_.preemption_mode != PreemptionMode::SWAP || computed == 0) return false;
+  const int64_t need = cdiv(computed, config_.block_size);
+  if (need > num_free_host_slots()) {
+    output_.num_swap_fallbacks += 1;
+    return false;
+  }
+  const std::span<const BlockId> table = kv_.get_block_ids(victim.request_id);
+  if (static_cast<int64_t>(table.size()) < need) {
+    throw std::logic_error(fmt::format("swap out: request {} has {} computed tokens but {} blocks",
+                                       victim.request_id, computed, table.size()));
+  }
+  std::vector<int64_t>& slots = host_slots_of_[static_cast<size_t>(victim.request_id)];
+  slots.clear();
+  for (int64_t k = 0; k < need; ++k) {
+    const int64_t slot = free_host_slots_.back();
+    free_host_slots_.pop_back();
+    slots.push_back(slot);
+    output_.swap_out.push_back({table[static_cast<size_t>(k)], slot});
+  }
+  output_.swapped_out_req_ids.push_back(victim.request_id);
+  return true;
+}
+
+void Scheduler::release_host_slots(Request& r) {
+  if (config_.preemption_mode != PreemptionMode::SWAP) return;
+  std::vector<int64_t>& slots = host_slots_of_[static_cast<size_t>(r.request_id)];
+  // Pushed in reverse so the next swap-out reuses them in the same ascending order.
+  for (auto it = slots.rbegin(); it != slots.rend(); ++it) free_host_slots_.push_back(*it);
+  slots.clear();
+  slots.shrink_to_fit();
+}
+
+void Scheduler::swap_in(Request& r, std::span<const BlockId> new_blocks) {
+  const std::vector<int64_t>& slots = host_slots_of_[static_cast<size_t>(r.request_id)];
+  if (new_blocks.size() < slots.size()) {
+    throw std::logic_error(fmt::format("swap in: request {} got {} blocks for {} host slots",
+                                       r.request_id, new_blocks.size(), slots.size()));
+  }
+  for (size_t k = 0; k < slots.size(); ++k) output_.swap_in.push_back({new_blocks[k], slots[k]});
+  output_.swapped_in_req_ids.push_back(r.request_id);
+  release_host_slots(r);
+}
+
 void Scheduler::preempt(Request* victim) {
-  kv_.free(*victim);
-  victim->status = RequestStatus::PREEMPTED;
-  victim->num_computed_tokens = 0;
-  victim->num_preemptions += 1;
-  output_.preempted_req_ids.push_back(victim->request_id);
   // A request that can never complete again (its recompute needs more than N - 1 blocks) would
   // make vLLM re-admit and preempt it forever; kvsim aborts it (replay conventions §6: never a
   // hang). With the gate on and the sequence itself too large, the gate keeps it waiting and the
-  // replay's "nothing runs" rule aborts it later, as the conventions describe.
+  // replay's "nothing runs" rule aborts it later, as the conventions describe. Swapping does
+  // not change this: a resumed request needs its whole table again.
   const int64_t usable = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
   const int64_t tokens = victim->num_tokens();
   const int64_t need =
@@ -169,7 +237,16 @@ void Scheduler::preempt(Request* victim) {
   const int64_t need_gate =
       cdiv(std::min<int64_t>(tokens, config_.max_model_len), config_.block_size);
   const bool gate_holds_it = config_.scheduler_reserve_full_isl && need_gate > usable;
-  if (need > usable && !gate_holds_it) {
+  const bool abort = need > usable && !gate_holds_it;
+  // The swap-out entries are emitted before the blocks are freed: they run before this step's
+  // writes, so a freed block reused by a later allocation of this step is copied out first.
+  const bool swapped = !abort && try_swap_out(*victim);
+  kv_.free(*victim);
+  victim->status = RequestStatus::PREEMPTED;
+  if (!swapped) victim->num_computed_tokens = 0;
+  victim->num_preemptions += 1;
+  output_.preempted_req_ids.push_back(victim->request_id);
+  if (abort) {
     victim->status = RequestStatus::FINISHED_ABORTED;
     by_id_[static_cast<size_t>(victim->request_id)] = nullptr;
     output_.aborted_req_ids.push_back(victim->request_id);
@@ -253,6 +330,9 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
       return;
     }
     Request* req = waiting_.peek();
+    // A swapped-out request keeps num_computed_tokens > 0, so it skips the prefix lookup: its
+    // KV comes back from host.
+    const bool swapped = !host_slots(req->request_id).empty();
     ComputedBlocks hits;
     int32_t computed = req->num_computed_tokens;
     if (computed == 0 && config_.enable_prefix_caching) {
@@ -278,8 +358,9 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
       output_.admission_stop = AdmissionStop::KV_CACHE;
       return;
     }
-    if (config_.enable_prefix_caching)
+    if (config_.enable_prefix_caching && !swapped) {
       kv_.record_prefix_cache_stats(*req, hits.num_computed_tokens);
+    }
     waiting_.pop();
     running_.push_back(req);
     const RequestStatus was = req->status;
@@ -288,6 +369,8 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     s.is_new = was == RequestStatus::WAITING;
     s.is_resumed = was == RequestStatus::PREEMPTED;
     s.num_prefix_hit_tokens = hits.num_computed_tokens;
+    s.is_swapped_in = swapped;
+    if (swapped) swap_in(*req, *new_blocks);
     req->status = RequestStatus::RUNNING;
     token_budget -= n;
   }
@@ -351,6 +434,7 @@ void Scheduler::update_from_output() {
 Request* Scheduler::abort_waiting_head() {
   Request* r = waiting_.pop();
   kv_.free(*r);
+  release_host_slots(*r);
   r->status = RequestStatus::FINISHED_ABORTED;
   by_id_[static_cast<size_t>(r->request_id)] = nullptr;
   return r;

@@ -120,10 +120,20 @@ TEST(CliReplay, BadInputIsOneLineAndExit2) {
   EXPECT_EQ(missing.status, 2);
   EXPECT_EQ(missing.out.rfind("kvsim: error: ", 0), 0u) << missing.out;
   EXPECT_EQ(std::count(missing.out.begin(), missing.out.end(), '\n'), 1) << missing.out;
-  const CmdResult swap =
-      run_kvsim("replay " + trace("splitwise_conv.csv") + " --preemption-mode swap --no-progress");
-  EXPECT_EQ(swap.status, 2);
-  EXPECT_NE(swap.out.find("--preemption-mode"), std::string::npos) << swap.out;
+  const CmdResult mode =
+      run_kvsim("replay " + trace("splitwise_conv.csv") + " --preemption-mode swapp --no-progress");
+  EXPECT_EQ(mode.status, 2);
+  EXPECT_EQ(mode.out.rfind("kvsim: error: --preemption-mode", 0), 0u) << mode.out;
+  EXPECT_EQ(std::count(mode.out.begin(), mode.out.end(), '\n'), 1) << mode.out;
+  for (const char* bad : {"--swap-bandwidth-gbps 0", "--swap-bandwidth-gbps nan",
+                          "--swap-space-gib -1", "--swap-space-gib inf"}) {
+    const CmdResult r = run_kvsim("replay " + trace("splitwise_conv.csv") +
+                                  " --preemption-mode swap --no-progress " + bad);
+    EXPECT_EQ(r.status, 2) << bad;
+    const std::string flag = std::string(bad).substr(0, std::string(bad).find(' '));
+    EXPECT_EQ(r.out.rfind("kvsim: error: " + flag, 0), 0u) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
   const CmdResult wm = run_kvsim("replay " + trace("splitwise_conv.csv") + " --watermark 1.5");
   EXPECT_EQ(wm.status, 2);
   EXPECT_NE(wm.out.find("watermark"), std::string::npos) << wm.out;
@@ -144,6 +154,76 @@ TEST(CliReplay, TinyPoolRejectsWithReasons) {
                 by["never_admittable"].get<int>() + by["outgrew_kv_pool"].get<int>() +
                 by["empty_prompt"].get<int>());
   EXPECT_EQ(j["finished"].get<int>() + j["rejected"].get<int>(), 200);
+}
+
+// A memory-starved replay on a tiny model shape (2 layers, 1 KV head of 16: 2048 B per block of
+// 16 bf16 tokens) through the host twin.
+std::string swap_args(const std::string& mode, const std::string& gib,
+                      const std::string& json = "-") {
+  return "replay " + trace("splitwise_conv.csv") +
+         " --max-requests 80 --num-gpu-blocks-override 300 --num-layers 2 --num-kv-heads 1"
+         " --head-dim 16 --weights-gib 1 --step-time fixed:10 --backend host --no-progress"
+         " --json " +
+         json + " --preemption-mode " + mode + " --swap-space-gib " + gib;
+}
+
+std::string fmt_line(const nlohmann::json& j) {
+  return "; swap: " + std::to_string(j["swap_outs"].get<int64_t>()) + " swapped out (" +
+         std::to_string(j["swap_out_blocks"].get<int64_t>()) + " blocks, ";
+}
+
+nlohmann::json json_of(const CmdResult& r) {
+  return nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2));
+}
+
+// The swapped KV survives the trip to host and back into other device blocks: the host twin
+// really executes every swap and verify() checks every slot of the pool at the end.
+TEST(CliReplay, SwapModeOnTheHostBackendVerifies) {
+  const CmdResult swap = run_kvsim(swap_args("swap", "0.001"));
+  ASSERT_EQ(swap.status, 0) << swap.out;
+  const nlohmann::json s = json_of(swap);
+  const CmdResult rec = run_kvsim(swap_args("recompute", "0.001"));
+  ASSERT_EQ(rec.status, 0) << rec.out;
+  const nlohmann::json r = json_of(rec);
+
+  EXPECT_EQ(s["preemption_mode"], "swap");
+  EXPECT_EQ(s["swap_bytes_per_block"], 2 * 16 * 2 * 16 * 2);  // layers*bs*(K+V)*head_dim*bf16
+  EXPECT_EQ(s["host_swap_slots"], (1 << 30) / 1000 / 2048);   // floor(0.001 GiB / 2048 B)
+  EXPECT_EQ(s["finished"], 80);
+  EXPECT_EQ(r["finished"], 80);
+  EXPECT_GT(r["recomputed_tokens"].get<int64_t>(), 0);
+  EXPECT_GT(s["preemptions"].get<int>(), 0);
+  EXPECT_EQ(s["recomputed_tokens"], 0);
+  EXPECT_EQ(s["swap_fallbacks"], 0);
+  EXPECT_EQ(s["swap_outs"], s["preemptions"]);
+  EXPECT_EQ(s["swap_ins"], s["swap_outs"]);
+  EXPECT_GT(s["swap_in_blocks"].get<int64_t>(), 0);
+  EXPECT_EQ(s["swap_in_bytes"].get<int64_t>(), s["swap_in_blocks"].get<int64_t>() * 2048);
+  EXPECT_EQ(s["backend"], "host");
+  EXPECT_EQ(s["backend_verification_ok"], true) << s["backend_verification"];
+  EXPECT_EQ(r["backend_verification_ok"], true);
+  EXPECT_EQ(r["swap_outs"], 0);
+}
+
+TEST(CliReplay, SwapSpaceExhaustionFallsBackAndTimelineHasSwapColumns) {
+  // 0.0001 GiB = 52 slots of 2048 B: too few for the long victims.
+  const std::string tl = tmp("swap_timeline.csv");
+  const std::string js = tmp("swap_summary.json");
+  const CmdResult c = run_kvsim(swap_args("swap", "0.0001", js) + " --timeline " + tl);
+  ASSERT_EQ(c.status, 0) << c.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(js));
+  // The human report's preemption line carries the swap counts.
+  EXPECT_NE(c.out.find(fmt_line(j)), std::string::npos) << c.out;
+  EXPECT_EQ(j["host_swap_slots"], 52);
+  EXPECT_GT(j["swap_fallbacks"].get<int>(), 0);
+  EXPECT_GT(j["recomputed_tokens"].get<int64_t>(), 0);
+  EXPECT_LE(j["peak_host_swap_slots_used"].get<int>(), 52);
+  EXPECT_EQ(j["swap_outs"].get<int>() + j["swap_fallbacks"].get<int>(), j["preemptions"]);
+  EXPECT_EQ(j["backend_verification_ok"], true);
+  const std::string csv = slurp(tl);
+  const std::string header = csv.substr(0, csv.find('\n'));
+  EXPECT_NE(header.find(",swap_out_blocks,swap_in_blocks,host_slots_used"), std::string::npos)
+      << header;
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 #include <deque>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kvsim/sim/scheduler.h"
@@ -363,6 +366,122 @@ TEST(SchedulerGolden, MaxModelLenFinishes) {
   EXPECT_TRUE(o.scheduled[0].finished);
   EXPECT_EQ(x.num_output_tokens, 2);
   EXPECT_EQ(x.status, RequestStatus::FINISHED_LENGTH_CAPPED);
+}
+
+std::vector<std::pair<BlockId, int64_t>> swaps(std::span<const BlockSwap> v) {
+  std::vector<std::pair<BlockId, int64_t>> out;
+  for (const BlockSwap& s : v) out.emplace_back(s.device_block, s.host_slot);
+  return out;
+}
+
+SchedulerConfig swap_config(int64_t host_slots) {
+  SchedulerConfig c = small(5, 4, false);  // 4 usable blocks: 1, 2, 3, 4
+  c.preemption_mode = PreemptionMode::SWAP;
+  c.num_host_swap_slots = host_slots;
+  return c;
+}
+
+// SWAP mode: the victim's computed blocks go to host slots 0, 1 in table order, it keeps its
+// computed tokens, and on resume it gets a fresh table whose first blocks are swapped back in;
+// nothing is recomputed.
+TEST(SchedulerGolden, SwapOutThenSwapInWithoutRecompute) {
+  Harness h(swap_config(8));
+  Request& a = h.add_unique(4, 3);
+  Request& b = h.add_unique(8, 3);
+  // Step 1: A [1], B [2, 3]; both finish their prefill and sample: A 5 tokens, B 9.
+  h.step();
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 3}));
+  // Step 2: A takes block 4; B needs a 3rd block, none is free: B preempts itself. Its 8
+  // computed tokens fill 2 blocks -> slots 0, 1; then [3, 2] is freed (reverse order).
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{a.request_id}));
+  EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(o2.swapped_out_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(swaps(o2.swap_out), (std::vector<std::pair<BlockId, int64_t>>{{2, 0}, {3, 1}}));
+  EXPECT_TRUE(o2.swap_in.empty());
+  EXPECT_EQ(o2.num_swap_fallbacks, 0);
+  EXPECT_EQ(b.status, RequestStatus::PREEMPTED);
+  EXPECT_EQ(b.num_computed_tokens, 8);  // kept: the KV is on host
+  EXPECT_EQ(b.num_preemptions, 1);
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{}));
+  EXPECT_EQ(std::vector<int64_t>(h.s.host_slots(b.request_id).begin(),
+                                 h.s.host_slots(b.request_id).end()),
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(h.s.num_free_host_slots(), 6);
+  EXPECT_EQ(h.free_queue(), (std::vector<BlockId>{3, 2}));
+  // Step 3: A decodes in its 2 blocks; B (9 tokens -> 3 blocks under the full-sequence gate)
+  // does not fit the 2 free blocks. A reaches max_tokens = 3 and frees [4, 1].
+  const SchedulerOutput& o3 = h.step();
+  EXPECT_EQ(o3.admission_stop, AdmissionStop::KV_CACHE);
+  EXPECT_TRUE(o3.swap_in.empty());
+  EXPECT_EQ(a.status, RequestStatus::FINISHED_LENGTH_CAPPED);
+  EXPECT_EQ(h.free_queue(), (std::vector<BlockId>{4, 1, 3, 2}));
+  // Step 4: B resumes: no prefix lookup, allocate_slots(C = 8, n = 1) gives cdiv(9, 4) = 3 new
+  // blocks [4, 1, 3]; the first cdiv(8, 4) = 2 are filled from slots 0 and 1; only the sampled
+  // token is computed (a decode), and the host slots are free again.
+  const SchedulerOutput& o4 = h.step();
+  ASSERT_EQ(h.scheduled_ids(o4), (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(swaps(o4.swap_in), (std::vector<std::pair<BlockId, int64_t>>{{4, 0}, {1, 1}}));
+  EXPECT_EQ(o4.swapped_in_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_TRUE(o4.swap_out.empty());
+  EXPECT_EQ(o4.scheduled[0].num_tokens, 1);
+  EXPECT_EQ(o4.scheduled[0].num_computed_tokens, 8);
+  EXPECT_TRUE(o4.scheduled[0].is_resumed);
+  EXPECT_TRUE(o4.scheduled[0].is_swapped_in);
+  EXPECT_TRUE(o4.scheduled[0].is_decode);
+  EXPECT_EQ(o4.scheduled[0].num_prefix_hit_tokens, 0);
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{4, 1, 3}));
+  EXPECT_EQ(h.s.num_free_host_slots(), 8);
+  EXPECT_TRUE(h.s.host_slots(b.request_id).empty());
+  EXPECT_EQ(b.num_computed_tokens, 9);
+  EXPECT_EQ(b.num_output_tokens, 2);
+}
+
+// SWAP mode with too few host slots: the victim is recomputed as in vLLM v1 and counted.
+TEST(SchedulerGolden, SwapFallsBackToRecomputeWhenHostSlotsRunOut) {
+  Harness h(swap_config(1));  // B's 8 computed tokens need 2 slots
+  h.add_unique(4, 3);
+  Request& b = h.add_unique(8, 3);
+  h.step();
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(o2.num_swap_fallbacks, 1);
+  EXPECT_TRUE(o2.swap_out.empty());
+  EXPECT_TRUE(o2.swapped_out_req_ids.empty());
+  EXPECT_EQ(b.num_computed_tokens, 0);
+  EXPECT_EQ(h.s.num_free_host_slots(), 1);
+  h.step();
+  // Resumed by recompute: all 9 tokens are prefilled again, nothing is swapped in.
+  const SchedulerOutput& o4 = h.step();
+  ASSERT_EQ(h.scheduled_ids(o4), (std::vector<int64_t>{b.request_id}));
+  EXPECT_EQ(o4.scheduled[0].num_tokens, 9);
+  EXPECT_FALSE(o4.scheduled[0].is_swapped_in);
+  EXPECT_TRUE(o4.swap_in.empty());
+}
+
+// RECOMPUTE mode (the default) never emits swaps, even with host slots configured.
+TEST(SchedulerGolden, RecomputeModeEmitsNoSwaps) {
+  SchedulerConfig c = swap_config(8);
+  c.preemption_mode = PreemptionMode::RECOMPUTE;
+  Harness h(c);
+  h.add_unique(4, 3);
+  Request& b = h.add_unique(8, 3);
+  h.step();
+  const SchedulerOutput& o2 = h.step();
+  EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
+  EXPECT_TRUE(o2.swap_out.empty());
+  EXPECT_EQ(o2.num_swap_fallbacks, 0);
+  EXPECT_EQ(b.num_computed_tokens, 0);
+}
+
+TEST(SchedulerConfigValidate, NegativeHostSwapSlotsNamed) {
+  SchedulerConfig c = swap_config(-1);
+  try {
+    validate(c);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("num_host_swap_slots"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

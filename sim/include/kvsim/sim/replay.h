@@ -15,6 +15,10 @@
 // recompute tokens already computed once while nothing finishes).
 // The StepBatch (slot mapping, block tables) is built only for a backend that is not the
 // NullKvBackend, so the default path does no per-token work.
+// Swap preemption (SchedulerConfig::preemption_mode == SWAP): each step's swap transfers add
+// (swapped blocks * swap_bytes_per_block) / swap_bandwidth_bytes_per_s to its duration, not
+// overlapped with compute; a step that only swaps out (it preempted and scheduled nothing)
+// costs exactly that transfer time and its batch (swaps only) still goes to the backend.
 // Determinism: the result depends only on the inputs (wall_seconds excepted).
 #pragma once
 
@@ -40,6 +44,10 @@ struct ReplayConfig {
   bool check_invariants = false;   // KVCacheManager::check_invariants() after every step (tests)
   int64_t livelock_steps = 10000;  // consecutive token-less schedule() calls before giving up
   int64_t progress_every_steps = 8192;
+  // SWAP mode: bytes one block occupies on host (all layers: the planner's bytes_per_block) and
+  // the host<->device bandwidth; the transfer time is swapped bytes / bandwidth (> 0).
+  int64_t swap_bytes_per_block = 0;
+  double swap_bandwidth_bytes_per_s = 25e9;
 };
 
 // Per-request outcome. Times are replay-clock ns; -1 = never happened.
@@ -58,6 +66,7 @@ struct RequestRecord {
   int64_t scheduled_tokens = 0;   // every token scheduled for it, recomputation included
   int64_t recomputed_tokens = 0;  // scheduled at positions it had already computed once
   int64_t prefix_hit_tokens = 0;  // sum over its admissions of the prefix-cache hit
+  int32_t swap_outs = 0;          // preemptions that kept its KV on host (SWAP mode)
   int32_t computed_high_water = 0;
   bool finished = false;
   bool rejected = false;
@@ -81,6 +90,9 @@ struct TimelineRow {
   int64_t padding_tokens = 0;  // KVCacheManager::padding_tokens() after allocation
   int32_t preemptions = 0;
   AdmissionStop admission_stop = AdmissionStop::QUEUE_EMPTY;
+  int32_t swap_out_blocks = 0;  // SWAP mode: blocks copied device -> host this step
+  int32_t swap_in_blocks = 0;   // host -> device
+  int64_t host_slots_used = 0;  // host swap slots held after the step
 };
 
 // Aggregates over the whole replay (the JSON summary's source).
@@ -104,12 +116,25 @@ struct ReplaySummary {
   int64_t preemptions = 0;
   int64_t preempted_requests = 0;  // distinct
   int64_t recomputed_tokens = 0;
+  // Swap preemption (all zero in RECOMPUTE mode).
+  int64_t host_swap_slots = 0;
+  int64_t swap_bytes_per_block = 0;
+  double swap_bandwidth_bytes_per_s = 0;
+  int64_t swap_outs = 0;       // preemptions whose KV went to host
+  int64_t swap_ins = 0;        // re-admissions with KV from host
+  int64_t swap_fallbacks = 0;  // SWAP preemptions recomputed because host slots ran out
+  int64_t swap_out_blocks = 0;
+  int64_t swap_in_blocks = 0;
+  int64_t swap_out_bytes = 0;
+  int64_t swap_in_bytes = 0;
+  int64_t swap_ns = 0;  // transfer time added to step durations
+  int64_t peak_host_slots_used = 0;
   int64_t scheduled_tokens = 0;
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
   int64_t generated_tokens = 0;
   double mean_finished_length = 0;  // prompt + output tokens of a finished request, mean
-  double padding_tokens_mean = 0;  // over steps
+  double padding_tokens_mean = 0;   // over steps
   int64_t padding_tokens_peak = 0;
   double padding_fraction_mean = 0;  // padding / (used_blocks * block_size), over steps with used
   double peak_kv_usage = 0;          // max over steps of used / (N - 1)

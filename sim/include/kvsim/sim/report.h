@@ -37,7 +37,7 @@ struct ReportContext {
   int64_t formula_max_concurrency = 0;
   double vllm_max_concurrency = 0;          // N / cdiv(L, block_size)
   std::vector<std::string> vllm_log_lines;  // "GPU KV cache size: ..." and "Maximum ..."
-  SchedulerConfig scheduler;
+  SchedulerConfig scheduler;  // its preemption_mode selects the swap part of the report
   std::string preemption_mode = "recompute";
 };
 
@@ -51,10 +51,12 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
 
 // "step,time_s,duration_s,running,waiting,scheduled_reqs,scheduled_tokens,prefill_tokens,
 //  decode_tokens,used_blocks,free_blocks,cached_blocks,padding_tokens,preemptions,
-//  admission_stop" then one row per TimelineRow. Times are exact decimal seconds.
+//  admission_stop,swap_out_blocks,swap_in_blocks,host_slots_used" then one row per TimelineRow.
+//  Times are exact decimal seconds.
 void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows);
 
-// One row per request: ids, lengths, clock times, latencies, preemptions, token counts, status.
+// One row per request: ids, lengths, clock times, latencies, preemptions, token counts, status,
+// swap-outs (last column).
 void write_requests_csv(std::ostream& os, std::span<const RequestRecord> records);
 
 std::string_view to_string(AdmissionStop s);

@@ -15,6 +15,16 @@
 // alive (and at a stable address) until it is finished. Request ids must be dense and unique.
 // Invariants between steps: running and waiting are disjoint; every running request has
 // status RUNNING, every waiting one WAITING or PREEMPTED; len(running) <= max_num_seqs.
+//
+// Swap preemption (PreemptionMode::SWAP, kvsim's extension beyond vLLM 0.26, modelled on vLLM
+// V0's swap): a victim whose computed KV fits in the free host slots keeps num_computed_tokens
+// C; its first cdiv(C, bs) blocks are listed in SchedulerOutput::swap_out (device block -> host
+// slot, executed before the step's writes), then freed as in recompute mode. On re-admission it
+// skips the prefix lookup, allocate_slots() gives it a whole new table, and swap_in lists host
+// slot -> new block for those cdiv(C, bs) blocks; the host slots are released at once. A victim
+// that does not fit the free host slots is recomputed (num_swap_fallbacks). Invariants: a
+// request holds host slots iff it is waiting with num_computed_tokens > 0; host slots held +
+// free == num_host_swap_slots.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +34,15 @@
 
 #include "kvsim/core/kv_cache_manager.h"
 #include "kvsim/core/request.h"
+#include "kvsim/core/step_batch.h"
 #include "kvsim/sim/request_queue.h"
 
 namespace kvsim {
+
+// What a preempted request loses: RECOMPUTE (vLLM v1, the only mode of vLLM 0.26) drops its KV;
+// SWAP copies it to host swap slots and back on resume (vLLM V0's swap, see above).
+enum class PreemptionMode : uint8_t { RECOMPUTE, SWAP };
+std::string_view to_string(PreemptionMode m);
 
 // vLLM SchedulerConfig/CacheConfig knobs that matter for a single full-attention group.
 struct SchedulerConfig {
@@ -42,6 +58,8 @@ struct SchedulerConfig {
   int32_t max_model_len = 0;  // L
   int32_t block_size = 16;
   int32_t num_gpu_blocks = 0;  // N, null block included
+  PreemptionMode preemption_mode = PreemptionMode::RECOMPUTE;
+  int64_t num_host_swap_slots = 0;  // SWAP: host blocks (one device block each); >= 0
 };
 
 // Throws std::invalid_argument naming the first bad field.
@@ -75,11 +93,12 @@ struct ScheduledRequest {
   int32_t num_prefix_hit_tokens = 0;  // prefix-cache hit at admission (0 for running requests)
   int32_t new_blocks_begin = 0;       // newly allocated ids: SchedulerOutput::new_block_ids
   int32_t new_blocks_count = 0;       //   [begin, begin + count)
-  bool is_decode = false;   // generating the next token from the cache (n == 1, C == T - 1)
-  bool is_new = false;      // admitted from WAITING this step
-  bool is_resumed = false;  // admitted from PREEMPTED this step
-  bool sampled = false;     // set by update_from_output: received a token
-  bool finished = false;    // set by update_from_output: stopped and freed
+  bool is_decode = false;      // generating the next token from the cache (n == 1, C == T - 1)
+  bool is_new = false;         // admitted from WAITING this step
+  bool is_resumed = false;     // admitted from PREEMPTED this step
+  bool is_swapped_in = false;  // resumed with its KV swapped back in from host (SWAP mode)
+  bool sampled = false;        // set by update_from_output: received a token
+  bool finished = false;       // set by update_from_output: stopped and freed
 };
 
 // What one schedule() decided. Reused across steps (vectors keep their capacity).
@@ -90,6 +109,13 @@ struct SchedulerOutput {
   std::vector<int64_t> preempted_req_ids;   // in preemption order
   std::vector<int64_t> finished_req_ids;    // freed by the previous update_from_output
   std::vector<int64_t> aborted_req_ids;     // rejected at run time during this step
+  // SWAP mode. Executed before the step's copies and writes: swap_out first, then swap_in.
+  std::vector<BlockSwap> swap_out;           // victims' blocks, in preemption then table order
+  std::vector<BlockSwap> swap_in;            // resumed requests' blocks, in table order
+  std::vector<int64_t> swapped_out_req_ids;  // victims whose KV went to host (subset of
+                                             // preempted_req_ids)
+  std::vector<int64_t> swapped_in_req_ids;   // re-admitted from host this step
+  int32_t num_swap_fallbacks = 0;            // SWAP victims recomputed: host slots ran out
   int64_t total_num_scheduled_tokens = 0;
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
@@ -134,10 +160,21 @@ class Scheduler {
   bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
   const SchedulerOutput& last_output() const { return output_; }
 
+  // SWAP mode: host slots not held by any swapped-out request, and the slots one request holds
+  // (in block order; empty unless it is waiting with its KV on host).
+  int64_t num_free_host_slots() const { return static_cast<int64_t>(free_host_slots_.size()); }
+  int64_t num_used_host_slots() const {
+    return config_.num_host_swap_slots - num_free_host_slots();
+  }
+  std::span<const int64_t> host_slots(int64_t request_id) const;
+
  private:
   bool schedule_running(int64_t& token_budget);
   void schedule_waiting(int64_t& token_budget);
   void preempt(Request* victim);
+  bool try_swap_out(Request& victim);
+  void swap_in(Request& r, std::span<const BlockId> new_blocks);
+  void release_host_slots(Request& r);
   void unschedule(size_t scheduled_index, int64_t& token_budget);
   ScheduledRequest& add_scheduled(Request& r, int32_t n, std::span<const BlockId> new_blocks);
 
@@ -148,6 +185,8 @@ class Scheduler {
   std::vector<Request*> by_id_;            // request id -> request (nullptr once finished)
   std::vector<int32_t> scheduled_index_;   // request id -> index in output_.scheduled, or -1
   std::vector<int64_t> finished_pending_;  // freed by update_from_output, reported next step
+  std::vector<int64_t> free_host_slots_;   // stack: back() is handed out next
+  std::vector<std::vector<int64_t>> host_slots_of_;  // request id -> host slots held
   SchedulerOutput output_;
   int64_t step_ = 0;
   bool output_pending_ = false;
