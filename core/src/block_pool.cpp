@@ -7,6 +7,10 @@
 
 namespace kvsim {
 
+// The header promises 32 bytes of metadata per block: two free-queue links, the ref count, the
+// hash and the duplicate-chain link (each a parallel array indexed by block id).
+static_assert(2 * sizeof(int32_t) + sizeof(int32_t) + sizeof(BlockHash) + sizeof(int32_t) <= 32);
+
 BlockPool::BlockPool(int32_t num_gpu_blocks, bool enable_caching)
     : num_gpu_blocks_(num_gpu_blocks),
       enable_caching_(enable_caching),

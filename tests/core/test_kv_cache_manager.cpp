@@ -177,16 +177,25 @@ TEST(KVCacheManager, LookaheadAndMaxModelLenCapSlots) {
 }
 
 TEST(KVCacheManager, FreeHitsConsumeCapacityWhenTouched) {
-  KVCacheManager m({.num_gpu_blocks = 5, .block_size = 4, .max_model_len = 64});
-  Request a = make_request(0, iota_tokens(13), 4);  // 4 blocks, 3 cached
+  KVCacheManager m({.num_gpu_blocks = 6, .block_size = 4, .max_model_len = 64});
+  Request a = make_request(0, iota_tokens(13), 4);  // blocks 1..4, the first 3 cached
   ASSERT_TRUE(admit(m, a));
-  m.free(a);  // queue [4, 1.., cached tail]
-  EXPECT_EQ(m.num_free_blocks(), 4);
-  Request b = make_request(1, iota_tokens(13), 4);
+  m.free(a);
+  EXPECT_EQ(m.block_pool().free_block_queue().get_all_free_blocks(), (V{4, 5, 3, 2, 1}));
+  Request c = make_request(1, iota_tokens(8, 500), 4);  // takes the two unhashed blocks 4 and 5
+  EXPECT_EQ(ids(admit(m, c)), (V{4, 5}));
+  EXPECT_EQ(m.num_free_blocks(), 3);
+  // b hits the 3 free cached blocks and needs 1 new block: touching the hits takes 3 of the 3
+  // free blocks, so 1 + 3 > 3 and it must not fit (ignoring free hits would say 1 <= 3).
+  Request b = make_request(2, iota_tokens(13), 4);
   ComputedBlocks hit = m.get_computed_blocks(b);
   EXPECT_EQ(hit.blocks, (V{1, 2, 3}));
-  EXPECT_EQ(ids(admit(m, b)), (V{4}));
-  EXPECT_EQ(m.num_free_blocks(), 0);
+  EXPECT_FALSE(admit(m, b, /*has_running=*/true));
+  EXPECT_EQ(m.num_free_blocks(), 3);
+  m.free(c);
+  EXPECT_EQ(ids(admit(m, b, /*has_running=*/false)), (V{5}));
+  EXPECT_EQ(table(m, 2), (V{1, 2, 3, 5}));
+  EXPECT_EQ(m.num_free_blocks(), 1);
   m.check_invariants();
 }
 
