@@ -156,12 +156,13 @@ TEST(CliReplay, TinyPoolRejectsWithReasons) {
   EXPECT_EQ(j["finished"].get<int>() + j["rejected"].get<int>(), 200);
 }
 
-// A memory-starved replay on a tiny model shape (2 layers, 1 KV head of 16: 2048 B per block of
-// 16 bf16 tokens) through the host twin.
+// A memory-starved replay (24 requests at t = 0 on 300 blocks) on a tiny model shape (2 layers,
+// 1 KV head of 16: 2048 B per block of 16 bf16 tokens) through the host twin.
 std::string swap_args(const std::string& mode, const std::string& gib,
                       const std::string& json = "-") {
   return "replay " + trace("splitwise_conv.csv") +
-         " --max-requests 80 --num-gpu-blocks-override 300 --num-layers 2 --num-kv-heads 1"
+         " --max-requests 24 --arrival all-at-once --num-gpu-blocks-override 300 --num-layers 2 "
+         "--num-kv-heads 1"
          " --head-dim 16 --weights-gib 1 --step-time fixed:10 --backend host --no-progress"
          " --json " +
          json + " --preemption-mode " + mode + " --swap-space-gib " + gib;
@@ -189,8 +190,8 @@ TEST(CliReplay, SwapModeOnTheHostBackendVerifies) {
   EXPECT_EQ(s["preemption_mode"], "swap");
   EXPECT_EQ(s["swap_bytes_per_block"], 2 * 16 * 2 * 16 * 2);  // layers*bs*(K+V)*head_dim*bf16
   EXPECT_EQ(s["host_swap_slots"], (1 << 30) / 1000 / 2048);   // floor(0.001 GiB / 2048 B)
-  EXPECT_EQ(s["finished"], 80);
-  EXPECT_EQ(r["finished"], 80);
+  EXPECT_EQ(s["finished"], 24);
+  EXPECT_EQ(r["finished"], 24);
   EXPECT_GT(r["recomputed_tokens"].get<int64_t>(), 0);
   EXPECT_GT(s["preemptions"].get<int>(), 0);
   EXPECT_EQ(s["recomputed_tokens"], 0);
@@ -206,18 +207,19 @@ TEST(CliReplay, SwapModeOnTheHostBackendVerifies) {
 }
 
 TEST(CliReplay, SwapSpaceExhaustionFallsBackAndTimelineHasSwapColumns) {
-  // 0.0001 GiB = 52 slots of 2048 B: too few for the long victims.
+  // 0.00005 GiB = 26 slots of 2048 B: too few for one of the victims.
   const std::string tl = tmp("swap_timeline.csv");
   const std::string js = tmp("swap_summary.json");
-  const CmdResult c = run_kvsim(swap_args("swap", "0.0001", js) + " --timeline " + tl);
+  const CmdResult c = run_kvsim(swap_args("swap", "0.00005", js) + " --timeline " + tl);
   ASSERT_EQ(c.status, 0) << c.out;
   const nlohmann::json j = nlohmann::json::parse(slurp(js));
   // The human report's preemption line carries the swap counts.
   EXPECT_NE(c.out.find(fmt_line(j)), std::string::npos) << c.out;
-  EXPECT_EQ(j["host_swap_slots"], 52);
+  EXPECT_EQ(j["host_swap_slots"], 26);
   EXPECT_GT(j["swap_fallbacks"].get<int>(), 0);
   EXPECT_GT(j["recomputed_tokens"].get<int64_t>(), 0);
-  EXPECT_LE(j["peak_host_swap_slots_used"].get<int>(), 52);
+  EXPECT_GT(j["swap_outs"].get<int>(), 0);
+  EXPECT_LE(j["peak_host_swap_slots_used"].get<int>(), 26);
   EXPECT_EQ(j["swap_outs"].get<int>() + j["swap_fallbacks"].get<int>(), j["preemptions"]);
   EXPECT_EQ(j["backend_verification_ok"], true);
   const std::string csv = slurp(tl);
