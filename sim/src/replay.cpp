@@ -313,6 +313,14 @@ ReplayResult Engine::run() {
 
   size_t next = 0;
   int64_t idle_steps = 0;
+  // Auto limit: recomputing what fits in the pool legitimately takes up to (N-1)*bs / budget
+  // token-less steps (a preempted 100k-token prompt under a small budget); only well beyond that
+  // is it a livelock.
+  const SchedulerConfig& sc = sched_.config();
+  const int64_t livelock_limit =
+      config_.livelock_steps > 0 ? config_.livelock_steps
+                                 : 10000 + 2 * cdiv(int64_t{sc.num_gpu_blocks - 1} * sc.block_size,
+                                                    std::max(sc.max_num_batched_tokens, 1));
   int64_t next_progress = config_.progress_every_steps;
   while (true) {
     while (next < n && requests_[next].arrival_time_ns <= t_) arrive(next++);
@@ -342,7 +350,7 @@ ReplayResult Engine::run() {
         idle_steps = 0;
         continue;
       }
-      if (++idle_steps >= config_.livelock_steps) livelock(idle_steps);
+      if (++idle_steps >= livelock_limit) livelock(idle_steps);
       continue;
     }
     work_.clear();
@@ -360,7 +368,7 @@ ReplayResult Engine::run() {
     // Thrash guard: only recomputation (no new position, nothing finished) counts as no progress.
     if (new_work_ || finished_any) {
       idle_steps = 0;
-    } else if (++idle_steps >= config_.livelock_steps) {
+    } else if (++idle_steps >= livelock_limit) {
       livelock(idle_steps);
     }
     if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
@@ -435,7 +443,8 @@ void Engine::finish_summary() {
 
 ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBackend& backend,
                         const StepTimeModel& step_time, const ProgressCallback& progress) {
-  if (config.livelock_steps < 1) throw std::invalid_argument("replay: livelock_steps must be >= 1");
+  if (config.livelock_steps < 0)
+    throw std::invalid_argument("replay: livelock_steps must be >= 0 (0 = auto)");
   if (config.progress_every_steps < 1) {
     throw std::invalid_argument("replay: progress_every_steps must be >= 1");
   }

@@ -12,7 +12,9 @@
 // aborted: never_admittable), and - with the full-sequence gate off - a preempted request that
 // outgrew the pool. A general livelock guard throws std::runtime_error with a diagnosis when
 // `livelock_steps` consecutive schedule() calls make no progress (schedule no token, or only
-// recompute tokens already computed once while nothing finishes).
+// recompute tokens already computed once while nothing finishes). The default (0 = auto) is
+// 10000 + 2*cdiv((N-1)*block_size, max_num_batched_tokens): beyond the longest legitimate
+// recompute of a full pool.
 // The StepBatch (slot mapping, block tables) is built only for a backend that is not the
 // NullKvBackend, so the default path does no per-token work.
 // Swap preemption (SchedulerConfig::preemption_mode == SWAP): each step's swap transfers add
@@ -39,10 +41,10 @@ namespace kvsim {
 
 struct ReplayConfig {
   SchedulerConfig scheduler;
-  bool record_timeline = true;     // one TimelineRow per logged step
-  bool record_requests = true;     // keep every RequestRecord in the result
-  bool check_invariants = false;   // KVCacheManager::check_invariants() after every step (tests)
-  int64_t livelock_steps = 10000;  // consecutive token-less schedule() calls before giving up
+  bool record_timeline = true;    // one TimelineRow per logged step
+  bool record_requests = true;    // keep every RequestRecord in the result
+  bool check_invariants = false;  // KVCacheManager::check_invariants() after every step (tests)
+  int64_t livelock_steps = 0;     // token-less steps before giving up; 0 = auto (see above)
   int64_t progress_every_steps = 8192;
   // SWAP mode: bytes one block occupies on host (all layers: the planner's bytes_per_block) and
   // the host<->device bandwidth; the transfer time is swapped bytes / bandwidth (> 0).
