@@ -162,7 +162,7 @@ TEST(SchedulerGolden, PriorityVictimIsFirstMax) {
 }
 
 // PRIORITY: a victim already scheduled in this step gives its tokens back and leaves the output.
-TEST(SchedulerGolden, PriorityVictimScheduledThisStepIsUnscheduled) {
+TEST(SchedulerGolden, PrioritySelfPreemptionBreaksTheRunningLoop) {
   SchedulerConfig c = small(3, 4, false);  // 2 usable blocks
   c.policy = SchedulingPolicy::PRIORITY;
   Harness h(c);
@@ -182,6 +182,35 @@ TEST(SchedulerGolden, PriorityVictimScheduledThisStepIsUnscheduled) {
   EXPECT_EQ(o4.scheduled[0].num_tokens, 1);
   EXPECT_EQ(low.status, RequestStatus::PREEMPTED);
   EXPECT_EQ(h.table(high).size(), 2u);
+}
+
+// PRIORITY: the victim is a request already scheduled earlier in this step (spec §5.3 1.8): it is
+// unscheduled (its tokens and blocks given back), the loop index steps back, and the request that
+// needed the block gets the victim's freed block.
+TEST(SchedulerGolden, PriorityVictimAlreadyScheduledThisStepIsGivenBack) {
+  SchedulerConfig c = small(3, 4, false);  // 2 usable blocks
+  c.policy = SchedulingPolicy::PRIORITY;
+  Harness h(c);
+  Request& a = h.add_unique(2, 10, /*priority=*/5, 0);
+  h.step();  // A alone: prefill 2 tokens in block 1, samples 1 -> 3 tokens
+  EXPECT_EQ(h.table(a), (std::vector<BlockId>{1}));
+  Request& b = h.add_unique(4, 10, /*priority=*/0, 1);
+  const SchedulerOutput& o2 = h.step();  // A decodes in block 1; B admitted into block 2
+  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{2}));
+  // Step 3: A (index 0) decodes its 4th token in block 1 and is scheduled. B (5 tokens) needs a
+  // second block, none is free: victim = first max of (priority, arrival) = A, already scheduled.
+  const SchedulerOutput& o3 = h.step();
+  EXPECT_EQ(o3.preempted_req_ids, (std::vector<int64_t>{0}));
+  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{1}));
+  EXPECT_EQ(h.scheduled_tokens(o3), (std::vector<int32_t>{1}));
+  EXPECT_EQ(o3.total_num_scheduled_tokens, 1);          // A's token was given back to the budget
+  EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 1}));  // A's freed block, reused LIFO
+  EXPECT_TRUE(h.table(a).empty());
+  EXPECT_EQ(a.status, RequestStatus::PREEMPTED);
+  EXPECT_EQ(a.num_computed_tokens, 0);
+  EXPECT_EQ(a.num_tokens(), 4);  // its sampled tokens are kept
+  EXPECT_EQ(h.s.num_waiting(), 1);
 }
 
 // No admission in a step that preempted, then head-of-line blocking: the resumed head does not
