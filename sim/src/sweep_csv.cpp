@@ -1,6 +1,8 @@
 // Sweep CSV writing, shard merging and the printed table.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <stdexcept>
@@ -14,13 +16,60 @@
 namespace kvsim {
 namespace {
 
-constexpr std::string_view kHeader =
-    "config_index,num_configs,block_size,num_gpu_blocks,gpu_memory_utilization,kv_cache_dtype,"
-    "max_num_seqs,max_num_batched_tokens,vllm_max_concurrency,formula_max_concurrency,requests,"
-    "finished,rejected,steps,sim_seconds,peak_running,mean_running,preemptions,recomputed_tokens,"
-    "padding_tokens_mean,padding_tokens_per_seq,expected_padding_per_seq,"
-    "expected_padding_per_seq_uniform,padding_fraction_mean,expected_padding_fraction,"
-    "peak_kv_usage,prefix_cache_hit_rate,ttft_p50_s,ttft_p99_s,tpot_p50_s,tpot_p99_s";
+// Column types, for --merge's validation of every field. kIndex: a canonical non-negative integer
+// (no sign, no leading zero); kId: 16 lowercase hex digits; kNumber: a finite decimal number;
+// kNumberOrEmpty: the same or empty; kText: any CSV field (quoted when it holds , " or newline).
+enum class Col { kIndex, kId, kNumber, kNumberOrEmpty, kText };
+
+struct Column {
+  std::string_view name;
+  Col type;
+};
+
+constexpr Column kColumns[] = {
+    {"config_index", Col::kIndex},
+    {"num_configs", Col::kIndex},
+    {"sweep_id", Col::kId},
+    {"block_size", Col::kIndex},
+    {"num_gpu_blocks", Col::kIndex},
+    {"gpu_memory_utilization", Col::kNumberOrEmpty},
+    {"kv_cache_dtype", Col::kText},
+    {"max_num_seqs", Col::kIndex},
+    {"max_num_batched_tokens", Col::kIndex},
+    {"vllm_max_concurrency", Col::kNumber},
+    {"formula_max_concurrency", Col::kIndex},
+    {"requests", Col::kIndex},
+    {"finished", Col::kIndex},
+    {"rejected", Col::kIndex},
+    {"steps", Col::kIndex},
+    {"sim_seconds", Col::kNumber},
+    {"peak_running", Col::kIndex},
+    {"mean_running", Col::kNumber},
+    {"preemptions", Col::kIndex},
+    {"recomputed_tokens", Col::kIndex},
+    {"padding_tokens_mean", Col::kNumber},
+    {"padding_tokens_per_seq", Col::kNumber},
+    {"expected_padding_per_seq", Col::kNumber},
+    {"expected_padding_per_seq_uniform", Col::kNumber},
+    {"padding_fraction_mean", Col::kNumber},
+    {"expected_padding_fraction", Col::kNumber},
+    {"peak_kv_usage", Col::kNumber},
+    {"prefix_cache_hit_rate", Col::kNumber},
+    {"ttft_p50_s", Col::kNumber},
+    {"ttft_p99_s", Col::kNumber},
+    {"tpot_p50_s", Col::kNumber},
+    {"tpot_p99_s", Col::kNumber},
+};
+constexpr size_t kNumColumns = std::size(kColumns);
+
+std::string make_header() {
+  std::string h;
+  for (const Column& c : kColumns) {
+    if (!h.empty()) h += ',';
+    h += c.name;
+  }
+  return h;
+}
 
 // Six significant digits: deterministic (fmt is locale-independent) and plenty for a plot.
 std::string num(double v) {
@@ -42,20 +91,103 @@ std::string csv_field(std::string_view s) {
   return q + '"';
 }
 
+// Splits one CSV line into fields (RFC 4180 quoting). Returns an error text, or "" on success.
+std::string split_csv(std::string_view line, std::vector<std::string>& fields) {
+  fields.clear();
+  std::string cur;
+  size_t i = 0;
+  while (true) {
+    cur.clear();
+    if (i < line.size() && line[i] == '"') {
+      ++i;
+      while (true) {
+        if (i >= line.size())
+          return fmt::format("column {}: unterminated quote", fields.size() + 1);
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            cur += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        cur += line[i++];
+      }
+      if (i < line.size() && line[i] != ',') {
+        return fmt::format("column {}: text after a closing quote", fields.size() + 1);
+      }
+    } else {
+      while (i < line.size() && line[i] != ',') {
+        if (line[i] == '"') return fmt::format("column {}: stray quote", fields.size() + 1);
+        cur += line[i++];
+      }
+    }
+    fields.push_back(cur);
+    if (i >= line.size()) return "";
+    ++i;  // the comma
+  }
+}
+
+// "" when `v` is a valid value of column type `t`, else what is wrong.
+std::string check_field(Col t, const std::string& v) {
+  switch (t) {
+    case Col::kIndex: {
+      int64_t x = 0;
+      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      if (v.empty() || v[0] < '0' || v[0] > '9' || ec != std::errc{} ||
+          ptr != v.data() + v.size() || (v.size() > 1 && v[0] == '0')) {
+        return "not a non-negative integer";
+      }
+      return "";
+    }
+    case Col::kId:
+      if (v.size() != 16 || v.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return "not a 16-digit hex sweep id";
+      }
+      return "";
+    case Col::kNumberOrEmpty:
+      if (v.empty()) return "";
+      [[fallthrough]];
+    case Col::kNumber: {
+      double x = 0;
+      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      if (v.empty() || ec != std::errc{} || ptr != v.data() + v.size() || !std::isfinite(x)) {
+        return "not a finite number";
+      }
+      return "";
+    }
+    case Col::kText:
+      return "";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string sweep_csv_header() {
-  return std::string(kHeader);
+  return make_header();
 }
 
-void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t num_configs) {
-  out << kHeader << '\n';
+uint64_t sweep_fingerprint(std::string_view canonical) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64: stable across builds and platforms
+  for (unsigned char c : canonical) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t num_configs,
+                     uint64_t sweep_id) {
+  out << make_header() << '\n';
+  const std::string id = fmt::format("{:016x}", sweep_id);
   for (const SweepRow& r : rows) {
     const SweepOutcome& o = r.outcome;
     out << fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{}\n",
-        r.point.index, num_configs, o.block_size, o.num_gpu_blocks,
+        "{},{}\n",
+        r.point.index, num_configs, id, o.block_size, o.num_gpu_blocks,
         o.gpu_memory_utilization > 0 ? num(o.gpu_memory_utilization) : "",
         csv_field(o.kv_cache_dtype), o.max_num_seqs, o.max_num_batched_tokens,
         num(o.vllm_max_concurrency), o.formula_max_concurrency, o.requests, o.finished, o.rejected,
@@ -69,24 +201,36 @@ void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t 
 
 std::string merge_sweep_csvs(std::span<const NamedText> shards) {
   if (shards.empty()) throw std::invalid_argument("--merge: no input files");
+  const std::string header = make_header();
   std::map<int64_t, std::string> rows;  // config index -> line
   std::map<int64_t, std::string> where;
   int64_t num_configs = -1;
-  std::string num_configs_from;
+  std::string sweep_id;
+  std::string first_from;  // file:line that fixed num_configs and sweep_id
+  std::vector<std::string> fields;
   for (const NamedText& shard : shards) {
     std::string_view text = shard.text;
     int64_t line_no = 0;
+    if (text.empty()) {
+      throw std::invalid_argument(fmt::format("--merge: {}: empty file (no header)", shard.name));
+    }
+    if (text.back() != '\n') {
+      // Every line kvsim writes ends in a newline: a missing one means a cut-off file.
+      const int64_t last = std::count(text.begin(), text.end(), '\n') + 1;
+      throw std::invalid_argument(fmt::format(
+          "--merge: {}:{}: last line has no newline (truncated file?)", shard.name, last));
+    }
     while (!text.empty()) {
       const auto nl = text.find('\n');
       const std::string_view line = text.substr(0, nl);
-      text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+      text = text.substr(nl + 1);
       ++line_no;
       const auto at = [&](std::string_view problem) {
         return std::invalid_argument(
             fmt::format("--merge: {}:{}: {}", shard.name, line_no, problem));
       };
       if (line_no == 1) {
-        if (line != kHeader) {
+        if (line != header) {
           throw at(
               "header differs from kvsim sweep's (a different kvsim version, or not a "
               "sweep CSV)");
@@ -94,26 +238,30 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
         continue;
       }
       if (line.empty()) throw at("empty line");
-      // Fields 1 and 2: config_index, num_configs.
-      const auto c1 = line.find(',');
-      const auto c2 = c1 == std::string_view::npos ? c1 : line.find(',', c1 + 1);
-      if (c2 == std::string_view::npos) throw at("expected config_index,num_configs,...");
-      const auto parse = [&](std::string_view field, std::string_view name) {
-        int64_t v = 0;
-        const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
-        if (field.empty() || ec != std::errc{} || ptr != field.data() + field.size() || v < 0) {
-          throw at(fmt::format("field '{}': not a non-negative integer (got '{}')", name, field));
+      if (const std::string err = split_csv(line, fields); !err.empty()) throw at(err);
+      if (fields.size() != kNumColumns) {
+        throw at(fmt::format("{} fields, the header has {}", fields.size(), kNumColumns));
+      }
+      for (size_t c = 0; c < kNumColumns; ++c) {
+        if (const std::string err = check_field(kColumns[c].type, fields[c]); !err.empty()) {
+          throw at(fmt::format("column {} ({}): {} (got '{}')", c + 1, kColumns[c].name, err,
+                               fields[c]));
         }
-        return v;
-      };
-      const int64_t index = parse(line.substr(0, c1), "config_index");
-      const int64_t count = parse(line.substr(c1 + 1, c2 - c1 - 1), "num_configs");
+      }
+      const int64_t index = std::stoll(fields[0]);
+      const int64_t count = std::stoll(fields[1]);
       if (num_configs < 0) {
         num_configs = count;
-        num_configs_from = fmt::format("{}:{}", shard.name, line_no);
+        sweep_id = fields[2];
+        first_from = fmt::format("{}:{}", shard.name, line_no);
       } else if (count != num_configs) {
         throw at(fmt::format("num_configs {} differs from {} in {} (shards of different sweeps?)",
-                             count, num_configs, num_configs_from));
+                             count, num_configs, first_from));
+      } else if (fields[2] != sweep_id) {
+        throw at(fmt::format(
+            "sweep_id {} differs from {} in {}: shards of different sweeps (trace, model/card, "
+            "scheduler flags and grid must be the same)",
+            fields[2], sweep_id, first_from));
       }
       if (index >= count) {
         throw at(fmt::format("config_index {} out of range [0, {})", index, count));
@@ -123,9 +271,6 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
         throw at(fmt::format("config_index {} already given in {}", index, where[index]));
       }
       where[index] = here;
-    }
-    if (line_no == 0) {
-      throw std::invalid_argument(fmt::format("--merge: {}: empty file (no header)", shard.name));
     }
   }
   if (num_configs >= 0 && static_cast<int64_t>(rows.size()) != num_configs) {
@@ -141,7 +286,7 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
         fmt::format("--merge: {} of {} configs missing (first: {}); a shard did not run?",
                     num_configs - static_cast<int64_t>(rows.size()), num_configs, missing));
   }
-  std::string out(kHeader);
+  std::string out = header;
   out += '\n';
   for (const auto& [index, line] : rows) {
     out += line;

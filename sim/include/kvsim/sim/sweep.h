@@ -134,15 +134,24 @@ std::vector<SweepRow> run_sweep(std::span<const SweepPoint> points, const SweepR
                                 const ShardSpec& shard = {});
 
 // CSV: a header line, then one line per row in the given order. `num_configs` (the size of the
-// whole grid) is written in every row so --merge can detect missing shards.
+// whole grid) and `sweep_id` (a fingerprint of everything that defines the sweep: trace, model,
+// card, scheduler flags, grid; see sweep_fingerprint) are written in every row so --merge can
+// detect missing shards and shards of different sweeps. sweep_id is written as 16 hex digits.
 std::string sweep_csv_header();
-void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t num_configs);
+void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t num_configs,
+                     uint64_t sweep_id = 0);
+
+// FNV-1a 64 of a canonical description of a sweep (the caller decides what goes in; it must
+// not depend on --shard, --jobs or output paths). Stable across builds and platforms.
+uint64_t sweep_fingerprint(std::string_view canonical);
 
 // Joins shard CSVs (contents, with their names for messages): headers must be identical and
-// equal to sweep_csv_header(), every row must agree on num_configs, no config index may appear
-// twice, and together they must cover 0 .. num_configs-1. Returns the merged CSV, rows sorted by
+// equal to sweep_csv_header(); every row must have exactly the header's field count, each field
+// a valid value of its column's type (integers canonical: no sign, no leading zero), and the
+// file must end in a newline; every row must agree on num_configs and sweep_id, no config index
+// may appear twice, and together they must cover 0 .. num_configs-1. Returns the merged CSV, rows sorted by
 // config index: byte-identical to an unsharded run's CSV. Throws std::invalid_argument naming the
-// file and line.
+// file and line (and column for a bad field).
 struct NamedText {
   std::string name;
   std::string text;
