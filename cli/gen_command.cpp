@@ -1,5 +1,6 @@
 // `kvsim gen`: writes a synthetic trace in kvsim's JSONL (sim/trace_gen.h does the work).
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/core.h>
@@ -7,6 +8,7 @@
 #include "commands.h"
 #include "kvsim/sim/trace_gen.h"
 #include "kvsim/sim/trace_writer.h"
+#include "validators.h"
 
 namespace kvsim::cli {
 namespace {
@@ -21,7 +23,29 @@ struct GenArgs {
   bool quiet = false;
 };
 
-void run_gen(GenArgs& a) {
+// Flags that only apply to some arrival processes or with shared prefixes: refuse them where
+// they would be ignored.
+void check_flag_combinations(const CLI::App& cmd, const GenArgs& a) {
+  const auto given = [&cmd](const char* flag) { return cmd.get_option(flag)->count() > 0; };
+  const auto needs = [&](const char* flag, bool ok, const char* what) {
+    if (given(flag) && !ok) throw std::invalid_argument(fmt::format("{} needs {}", flag, what));
+  };
+  const std::string& arr = a.arrival;
+  needs("--rate", arr == "poisson" || arr == "gamma" || arr == "constant",
+        "--arrival poisson, gamma or constant");
+  needs("--cv", arr == "gamma", "--arrival gamma");
+  needs("--burst-size", arr == "burst", "--arrival burst");
+  needs("--burst-period", arr == "burst", "--arrival burst");
+  const bool prefixes = a.gen.prefix_groups > 0;
+  needs("--prefix-tokens", prefixes, "--prefix-groups > 0");
+  needs("--prefix-as", prefixes, "--prefix-groups > 0");
+  if (prefixes && !given("--prefix-tokens")) {
+    throw std::invalid_argument("--prefix-groups needs --prefix-tokens (tokens per shared prompt)");
+  }
+}
+
+void run_gen(const CLI::App& cmd, GenArgs& a) {
+  check_flag_combinations(cmd, a);
   a.gen.arrival = parse_gen_arrival(a.arrival);
   a.gen.input = parse_length_dist(a.input);
   a.gen.output = parse_length_dist(a.output);
@@ -53,23 +77,26 @@ void register_gen_command(CLI::App& app) {
       "gen", "Generate a synthetic trace (kvsim JSONL), seeded and deterministic");
   TraceGenOptions& g = args->gen;
   cmd->add_option("-n,--num-requests", g.num_requests, "Number of requests")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--seed", g.seed, "Random seed (same seed, same bytes)")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--seed", [&g](const std::string& s) { g.seed = parse_u64("--seed", s); },
+         "Random seed, 0 .. 2^64-1 (same seed, same bytes)")
+      ->default_str("0");
   cmd->add_option("--arrival", args->arrival, "Arrival process")
       ->check(CLI::IsMember({"poisson", "gamma", "constant", "burst", "all-at-once"}))
       ->capture_default_str();
   cmd->add_option("--rate", g.rate, "Requests per second (poisson, gamma, constant)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--cv", g.cv, "Coefficient of variation of gamma inter-arrival gaps")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--burst-size", g.burst_size, "Requests per burst (burst arrivals)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--burst-period", g.burst_period_s, "Seconds between bursts (burst arrivals)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--input-len", args->input,
                   "Input length: fixed:N | uniform:LO,HI | normal:MEAN,SIGMA | "
@@ -79,27 +106,27 @@ void register_gen_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prefix-groups", g.prefix_groups,
                   "Number of shared system prompts (0 = no shared prefixes)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--prefix-tokens", g.prefix_tokens,
                   "Tokens per shared system prompt (added to each request's input length)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--prefix-as", args->prefix_as, "Write shared prefixes as hash ids or token ids")
       ->check(CLI::IsMember({"hash-ids", "token-ids"}))
       ->capture_default_str();
   cmd->add_option("--hash-block-size", g.hash_block_size, "Tokens per hash id")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--vocab-size", g.vocab_size, "Token ids are drawn from [0, vocab-size)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--priority-levels", g.priority_levels,
                   "Draw priorities uniformly from [0, N) (1 = all priority 0)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("-o,--output", args->out, "Output file ('-' = stdout; gzip if it ends in .gz)")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "Do not print the summary line on stderr");
-  cmd->callback([args] { run_gen(*args); });
+  cmd->callback([args, cmd] { run_gen(*cmd, *args); });
 }
 
 }  // namespace kvsim::cli

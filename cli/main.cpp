@@ -1,9 +1,12 @@
 // kvsim: the command-line entry point (composition root; no logic lives here).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
-#include <fmt/core.h>
 
 #include "commands.h"
 
@@ -11,9 +14,44 @@ namespace kvsim::cli {
 namespace {
 int g_exit_code = 0;
 }
-void set_exit_code(int code) { g_exit_code = code; }
-int exit_code() { return g_exit_code; }
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
+int exit_code() {
+  return g_exit_code;
+}
 }  // namespace kvsim::cli
+
+namespace {
+
+// One error line on stderr. Never throws: stderr itself may be unwritable (a full disk), and
+// the exit status still says what happened.
+void print_error(const char* text) {
+  std::fprintf(stderr, "kvsim: error: %s\n", text);
+  std::fflush(stderr);
+}
+
+// Output that never reached its destination (a full disk, a closed pipe) is a failure: flush and
+// close stdout and report the first error. Returns the exit status to use.
+int finish_stdout(int status) {
+  std::cout.flush();
+  const bool stream_failed = !std::cout;
+  errno = 0;
+  const bool flush_failed = std::fflush(stdout) != 0;
+  const int flush_errno = errno;
+  const bool had_error = std::ferror(stdout) != 0;
+  const bool close_failed = std::fclose(stdout) != 0;
+  if (stream_failed || flush_failed || had_error || close_failed) {
+    const int err = flush_errno != 0 ? flush_errno : errno;
+    const std::string text = std::string("writing standard output failed") +
+                             (err != 0 ? std::string(": ") + std::strerror(err) : "");
+    print_error(text.c_str());
+    return kvsim::cli::kExitBadInput;
+  }
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kvsim: a simulator of vLLM's paged KV-cache allocator and scheduler"};
@@ -23,20 +61,23 @@ int main(int argc, char** argv) {
   kvsim::cli::register_replay_command(app);
   kvsim::cli::register_gen_command(app);
   kvsim::cli::register_sweep_command(app);
+  int status = 0;
   try {
     app.parse(argc, argv);
+    status = kvsim::cli::exit_code();
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    status = app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    status = app.exit(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    status = app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "kvsim: error: {}\n", e.what());
-    return kvsim::cli::kExitBadInput;
+    print_error(e.what());
+    status = kvsim::cli::kExitBadInput;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "kvsim: error: {}\n", e.what());
-    return kvsim::cli::kExitBadInput;
+    print_error(e.what());
+    status = kvsim::cli::kExitBadInput;
   }
-  return kvsim::cli::exit_code();
+  const int final_status = finish_stdout(status);
+  return status != 0 ? status : final_status;
 }

@@ -23,8 +23,11 @@
 #include "kvsim/sim/step_time_model.h"
 #include "kvsim/sim/sweep.h"
 #include "kvsim/sim/trace.h"
+#include "output_files.h"
 #include "plan_options.h"
+#include "scheduler_options.h"
 #include "trace_options.h"
+#include "validators.h"
 
 namespace kvsim::cli {
 namespace {
@@ -38,14 +41,7 @@ struct ReplayOptions {
   TraceReadOptions trace;
   std::optional<int32_t> max_num_batched_tokens;
   std::optional<int32_t> max_num_seqs;
-  int32_t long_prefill_token_threshold = 0;
-  bool enable_chunked_prefill = true;
-  bool enable_prefix_caching = true;
-  std::string policy = "fcfs";
-  double watermark = 0.0;
-  bool no_reserve_full_isl = false;
-  int32_t num_lookahead_tokens = 0;
-  std::string step_time = "roofline";
+  SchedulerOptions sched;
   std::string backend = "null";
   int32_t backend_max_layers = 0;
   std::string preemption_mode = "recompute";
@@ -58,8 +54,30 @@ struct ReplayOptions {
   bool check_invariants = false;
 };
 
+// A model is named by --model, --config, or all three shape flags; a subset of the shape flags
+// overrides the default model's.
 bool model_given(const PlanOptions& p) {
-  return !p.model.empty() || !p.config_path.empty() || p.num_layers || p.num_kv_heads || p.head_dim;
+  return !p.model.empty() || !p.config_path.empty() ||
+         (p.num_layers && p.num_kv_heads && p.head_dim);
+}
+
+bool shape_flags_given(const PlanOptions& p) {
+  return p.num_layers || p.num_kv_heads || p.head_dim;
+}
+
+// Flags that only mean something together with another flag's value: refuse them rather than
+// ignore them.
+void check_flag_combinations(const CLI::App& cmd, const ReplayOptions& o) {
+  if (o.preemption_mode != "swap") {
+    for (const char* flag : {"--swap-space-gib", "--swap-bandwidth-gbps"}) {
+      if (cmd.get_option(flag)->count() > 0) {
+        throw std::invalid_argument(fmt::format("{} needs --preemption-mode swap", flag));
+      }
+    }
+  }
+  if (o.backend == "null" && cmd.get_option("--backend-max-layers")->count() > 0) {
+    throw std::invalid_argument("--backend-max-layers needs --backend host or cuda");
+  }
 }
 
 int32_t to_i32(int64_t v, const char* what) {
@@ -69,18 +87,16 @@ int32_t to_i32(int64_t v, const char* what) {
   return static_cast<int32_t>(v);
 }
 
-template <typename Write>
-void write_file(const std::string& path, const char* what, Write write) {
-  if (path == "-") {
-    write(std::cout);
-    std::cout.flush();
-    return;
+// "2 prompt_too_long, 1 empty_prompt" for the rejection summary line.
+std::string describe_rejections(const ReplaySummary& s) {
+  std::string out;
+  for (int i = 0; i < kNumRejectReasons; ++i) {
+    if (s.rejected_by_reason[static_cast<size_t>(i)] == 0) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ",
+                       s.rejected_by_reason[static_cast<size_t>(i)],
+                       to_string(static_cast<RejectReason>(i)));
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(fmt::format("cannot open {} file '{}' for writing", what, path));
-  write(f);
-  f.flush();
-  if (!f) throw std::runtime_error(fmt::format("failed writing {} file '{}'", what, path));
+  return out;
 }
 
 // Host swap slots in `gib` GiB: one slot holds one block of every layer.
@@ -97,7 +113,13 @@ int64_t host_swap_slots(double gib, int64_t bytes_per_block) {
   return static_cast<int64_t>(slots);
 }
 
-void run(ReplayOptions& o) {
+void run(const CLI::App& cmd, ReplayOptions& o) {
+  check_trace_options(cmd, o.trace);
+  check_flag_combinations(cmd, o);
+  OutputFiles outputs;
+  outputs.add("--json", o.json_path);
+  outputs.add("--timeline", o.timeline_path);
+  outputs.add("--requests", o.requests_path);
   if (!std::isfinite(o.swap_space_gib) || o.swap_space_gib < 0) {
     throw std::invalid_argument(
         fmt::format("--swap-space-gib {}: must be a finite number >= 0", o.swap_space_gib));
@@ -107,6 +129,7 @@ void run(ReplayOptions& o) {
                                             o.swap_bandwidth_gbps));
   }
   const Trace trace = read_trace(o.trace_path, o.trace);
+  require_requests(trace, o.trace);
   const bool named = model_given(o.plan);
   if (!named) o.plan.model = kDefaultModel;
   PlanInputs in = resolve_plan_inputs(o.plan);
@@ -116,23 +139,24 @@ void run(ReplayOptions& o) {
     in.max_model_len = default_max_model_len(trace);
   }
   const Plan plan = compute_plan(in);
+  // Block 0 is vLLM's null block: a pool needs at least one more to hold any KV.
+  if (plan.num_gpu_blocks < 2) {
+    throw std::invalid_argument(fmt::format(
+        "the KV pool has {} block(s) of {} tokens, {} usable (block 0 is the null block): lower "
+        "--block-size or give the cache more memory",
+        plan.num_gpu_blocks, plan.block_size, std::max<int64_t>(plan.num_gpu_blocks - 1, 0)));
+  }
 
   ReplayConfig rc;
   SchedulerConfig& sc = rc.scheduler;
   const BatchLimits defaults = vllm_default_batch_limits(in.gpu);
   sc.max_num_batched_tokens = o.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
   sc.max_num_seqs = o.max_num_seqs.value_or(defaults.max_num_seqs);
-  sc.long_prefill_token_threshold = o.long_prefill_token_threshold;
-  sc.enable_chunked_prefill = o.enable_chunked_prefill;
-  sc.enable_prefix_caching = o.enable_prefix_caching;
-  sc.policy = o.policy == "priority" ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
-  sc.watermark = o.watermark;
-  sc.scheduler_reserve_full_isl = !o.no_reserve_full_isl;
-  sc.num_lookahead_tokens = o.num_lookahead_tokens;
+  apply(o.sched, sc);
   sc.max_model_len = to_i32(plan.max_model_len, "max_model_len");
   sc.block_size = to_i32(plan.block_size, "block_size");
   sc.num_gpu_blocks = to_i32(plan.num_gpu_blocks, "num_gpu_blocks");
-  if (!o.enable_chunked_prefill && !o.max_num_batched_tokens) {
+  if (!o.sched.enable_chunked_prefill && !o.max_num_batched_tokens) {
     // vLLM: with chunked prefill off the default budget becomes max(L, default).
     sc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, sc.max_model_len);
   }
@@ -147,7 +171,8 @@ void run(ReplayOptions& o) {
   rc.record_timeline = true;
   rc.record_requests = !o.requests_path.empty();
 
-  const std::unique_ptr<StepTimeModel> step_time = make_step_time_model(o.step_time, in, plan);
+  const std::unique_ptr<StepTimeModel> step_time =
+      make_step_time_model(o.sched.step_time, in, plan);
   std::unique_ptr<KvBackend> backend;
   KvBackendConfig bc;
   bc.kind = parse_kv_backend_kind(o.backend);
@@ -164,6 +189,8 @@ void run(ReplayOptions& o) {
     bc.host_swap_slots = sc.num_host_swap_slots;
     backend = make_kv_backend(bc);
   }
+  // Last check before the run: every output path can be written.
+  outputs.open_all();
 
   ProgressCallback progress;
   if (!o.no_progress && isatty(STDERR_FILENO) != 0) {
@@ -183,7 +210,9 @@ void run(ReplayOptions& o) {
   ctx.trace_format = std::string(to_string(trace.format));
   ctx.trace_rows = trace.rows_read;
   ctx.dropped_rows = describe_dropped(trace);
-  ctx.model = plan.model_name + (named ? "" : " (default)");
+  ctx.model = plan.model_name + (named                       ? ""
+                                 : shape_flags_given(o.plan) ? " (default, shape overridden)"
+                                                             : " (default)");
   ctx.gpu = plan.gpu_name;
   ctx.kv_cache_dtype = plan.kv_cache_dtype;
   ctx.pool_overridden = plan.num_gpu_blocks_overridden;
@@ -196,26 +225,35 @@ void run(ReplayOptions& o) {
   ctx.scheduler = sc;
   ctx.preemption_mode = o.preemption_mode;
 
-  const bool json_to_stdout = o.json_path == "-";
-  if (!json_to_stdout) std::cout << format_replay_report(result.summary, ctx) << std::flush;
-  if (!o.json_path.empty()) {
-    write_file(o.json_path, "JSON", [&](std::ostream& os) {
-      os << replay_summary_json(result.summary, ctx).dump(2) << "\n";
-    });
+  // The human report goes to stdout unless an output file already does.
+  if (!outputs.uses_stdout()) std::cout << format_replay_report(result.summary, ctx) << std::flush;
+  if (outputs.requested("--json")) {
+    outputs.stream("--json") << replay_summary_json(result.summary, ctx).dump(2) << "\n";
+    outputs.finish("--json");
   }
-  if (!o.timeline_path.empty()) {
-    write_file(o.timeline_path, "timeline",
-               [&](std::ostream& os) { write_timeline_csv(os, result.timeline); });
+  if (outputs.requested("--timeline")) {
+    write_timeline_csv(outputs.stream("--timeline"), result.timeline);
+    outputs.finish("--timeline");
   }
-  if (!o.requests_path.empty()) {
-    write_file(o.requests_path, "requests",
-               [&](std::ostream& os) { write_requests_csv(os, result.requests); });
+  if (outputs.requested("--requests")) {
+    write_requests_csv(outputs.stream("--requests"), result.requests);
+    outputs.finish("--requests");
   }
   fmt::print(stderr, "kvsim replay: {} requests, {} steps in {:.3f} s wall\n",
              result.summary.requests, result.summary.steps, result.summary.wall_seconds);
   if (result.summary.backend_verified && !result.summary.verification.ok) {
     throw std::runtime_error("KV backend verification failed: " +
                              result.summary.verification.detail);
+  }
+  // A replay in which nothing could run measured nothing: the report stays printed, but the
+  // configuration is unusable for this trace, so exit as for bad input.
+  if (result.summary.requests > 0 && result.summary.rejected == result.summary.requests) {
+    fmt::print(stderr,
+               "kvsim: error: all {} requests were rejected ({}); max_model_len {}, {} usable "
+               "blocks of {} tokens\n",
+               result.summary.requests, describe_rejections(result.summary), sc.max_model_len,
+               sc.num_gpu_blocks - 1, sc.block_size);
+    set_exit_code(kExitBadInput);
   }
 }
 
@@ -231,28 +269,20 @@ void register_replay_command(CLI::App& app) {
   add_model_card_options(cmd, o->plan);
   add_trace_options(cmd, o->trace);
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
-                  "Token budget per step (default: vLLM's for the card)");
+                  "Token budget per step (default: vLLM's for the card)")
+      ->check(positive())
+      ->group("Scheduler");
   cmd->add_option("--max-num-seqs", o->max_num_seqs,
-                  "Maximum running requests (default: vLLM's for the card)");
-  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
-                  "Cap on one request's tokens per step (0 = off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o->enable_chunked_prefill,
-                "Chunked prefill (default on)");
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,
-                "Prefix caching (default on)");
-  cmd->add_option("--scheduling-policy", o->policy, "fcfs | priority")
-      ->check(CLI::IsMember({"fcfs", "priority"}));
-  cmd->add_option("--watermark", o->watermark, "Free-block headroom fraction for admission [0,1)");
-  cmd->add_flag("--no-scheduler-reserve-full-isl", o->no_reserve_full_isl,
-                "Turn off the full-sequence admission gate");
-  cmd->add_option("--num-lookahead-tokens", o->num_lookahead_tokens, "Lookahead slots per step")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--step-time", o->step_time, "fixed:MS | roofline[:k=v,...] (default roofline)");
-  cmd->add_option("--backend", o->backend, "KV storage: null | host | cuda (default null)");
+                  "Maximum running requests (default: vLLM's for the card)")
+      ->check(positive())
+      ->group("Scheduler");
+  add_scheduler_options(cmd, o->sched);
+  cmd->add_option("--backend", o->backend, "KV storage: null | host | cuda")
+      ->check(CLI::IsMember({"null", "host", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--backend-max-layers", o->backend_max_layers,
                   "Keep only this many layers in a host/cuda pool (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--preemption-mode", o->preemption_mode,
                   "recompute (vLLM v1's only mode, default) | swap (KV to host and back, as vLLM "
                   "V0)")
@@ -261,13 +291,27 @@ void register_replay_command(CLI::App& app) {
                   "Host swap space for --preemption-mode swap, GiB (default 4, vLLM V0's)");
   cmd->add_option("--swap-bandwidth-gbps", o->swap_bandwidth_gbps,
                   "Host<->device swap bandwidth, GB/s (default 25: PCIe 4.0 x16 effective)");
-  cmd->add_option("--json", o->json_path, "Write the JSON summary to PATH ('-' = stdout only)");
-  cmd->add_option("--timeline", o->timeline_path, "Write one CSV row per step to PATH");
-  cmd->add_option("--requests", o->requests_path, "Write one CSV row per request to PATH");
+  cmd->add_option("--json", o->json_path,
+                  "Write the JSON summary to PATH ('-' = stdout instead of the report)");
+  cmd->add_option("--timeline", o->timeline_path,
+                  "Write one CSV row per step to PATH ('-' = stdout instead of the report)");
+  cmd->add_option("--requests", o->requests_path,
+                  "Write one CSV row per request to PATH ('-' = stdout instead of the report)");
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_flag("--check-invariants", o->check_invariants,
                 "Check the allocator's invariants after every step (slow)");
-  cmd->callback([o] { run(*o); });
+  cmd->get_option("--max-model-len")
+      ->description(
+          "Context length (default: the model's max_position_embeddings with --model or "
+          "--config; else 1 + the trace's longest input + output)");
+  for (const char* flag : {"--num-layers", "--num-kv-heads", "--head-dim"}) {
+    CLI::Option* opt = cmd->get_option(flag);
+    opt->description(opt->get_description() +
+                     fmt::format(" (without --model/--config: overrides the default {}, or all "
+                                 "three define a custom model)",
+                                 kDefaultModel));
+  }
+  cmd->callback([o, cmd] { run(*cmd, *o); });
 }
 
 }  // namespace kvsim::cli

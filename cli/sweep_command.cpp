@@ -1,8 +1,11 @@
 // `kvsim sweep TRACE`: replay one trace over a Cartesian grid of configurations; CSV + table.
 // `kvsim sweep --merge a.csv b.csv ... -o all.csv`: join shard CSVs. See docs/sweep.md.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -15,8 +18,11 @@
 #include "commands.h"
 #include "kvsim/sim/sweep.h"
 #include "kvsim/sim/trace.h"
+#include "output_files.h"
 #include "plan_options.h"
+#include "scheduler_options.h"
 #include "trace_options.h"
+#include "validators.h"
 
 namespace kvsim::cli {
 namespace {
@@ -26,15 +32,7 @@ struct SweepOptions {
   PlanOptions plan;
   TraceReadOptions trace;
   SweepAxes axes;
-  // Scheduler knobs that are not swept (names as `vllm serve` / `kvsim replay`).
-  int32_t long_prefill_token_threshold = 0;
-  bool no_chunked_prefill = false;
-  bool no_prefix_caching = false;
-  std::string policy = "fcfs";
-  double watermark = 0.0;
-  bool no_reserve_full_isl = false;
-  int32_t num_lookahead_tokens = 0;
-  std::string step_time = "roofline";
+  SchedulerOptions sched;  // not swept
   // Execution and output.
   int32_t jobs = 1;
   std::string shard;
@@ -43,6 +41,13 @@ struct SweepOptions {
   std::vector<std::string> merge;
   std::string output;
 };
+
+// Flags that do not change the results (and so stay out of the sweep fingerprint), and the only
+// ones --merge accepts besides -o.
+bool is_execution_flag(const std::string& name) {
+  return name == "--jobs" || name == "--shard" || name == "--csv" || name == "--quiet" ||
+         name == "--merge" || name == "--output" || name == "--help";
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -53,51 +58,93 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("{}: write error", path));
+// Everything that defines the results of a sweep, canonically: each result-affecting flag as
+// given (name=values), and the requests actually read (arrival, lengths, priority, prefix ids),
+// so shards read from differently named copies of one trace still match.
+uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
+  std::string canon;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() == 0 || is_execution_flag(name) || name == "TRACE") continue;
+    canon += name + "=";
+    for (const std::string& r : opt->results()) canon += r + "\x1f";
+    canon += "\x1e";
+  }
+  std::string reqs;
+  for (const TraceRequest& r : trace.requests) {
+    reqs += fmt::format("{},{},{},{},{};", r.arrival_ns, r.input_tokens, r.output_tokens,
+                        r.priority, r.hash_block_size);
+    if (r.hash_ids) {
+      for (uint64_t h : *r.hash_ids) reqs += fmt::format("{:x} ", h);
+    }
+    if (r.prompt_token_ids) {
+      for (int32_t t : *r.prompt_token_ids) reqs += fmt::format("{} ", t);
+    }
+  }
+  canon += fmt::format("trace={:016x}", sweep_fingerprint(reqs));
+  return sweep_fingerprint(canon);
 }
 
-void run_merge(const SweepOptions& o) {
+void run_merge(const CLI::App& cmd, const SweepOptions& o) {
   if (!o.trace_path.empty()) {
     throw std::invalid_argument("--merge takes CSV files, not a TRACE");
   }
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() > 0 && !is_execution_flag(opt->get_name())) {
+      throw std::invalid_argument(fmt::format(
+          "--merge takes only the shard CSVs and -o/--output (got {}); the sweep flags were "
+          "fixed when the shards ran",
+          opt->get_name()));
+    }
+  }
+  for (const char* flag : {"--jobs", "--shard", "--csv"}) {
+    if (cmd.get_option(flag)->count() > 0) {
+      throw std::invalid_argument(fmt::format("--merge does not take {}", flag));
+    }
+  }
+  namespace fs = std::filesystem;
   std::vector<NamedText> shards;
-  for (const std::string& path : o.merge) shards.push_back({path, read_file(path)});
+  for (const std::string& path : o.merge) {
+    std::error_code ec;
+    if (!o.output.empty() && o.output != "-" && fs::equivalent(path, o.output, ec)) {
+      throw std::invalid_argument(
+          fmt::format("-o {} is also a --merge input; write the merged CSV elsewhere", o.output));
+    }
+    shards.push_back({path, read_file(path)});
+  }
   const std::string merged = merge_sweep_csvs(shards);
   if (o.output.empty() || o.output == "-") {
     std::fwrite(merged.data(), 1, merged.size(), stdout);
   } else {
-    write_file(o.output, merged);
+    OutputFiles out;
+    out.add("--output", o.output);
+    out.open_all();
+    out.stream("--output") << merged;
+    out.finish("--output");
     fmt::print(stderr, "kvsim sweep: merged {} files into {}\n", shards.size(), o.output);
   }
 }
 
-void run_sweep_command(const SweepOptions& o) {
-  if (!o.merge.empty()) return run_merge(o);
+void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
+  if (!o.merge.empty()) return run_merge(cmd, o);
   if (o.trace_path.empty()) {
     throw std::invalid_argument("sweep: a TRACE file is required (or --merge CSV...)");
   }
   if (!o.output.empty()) throw std::invalid_argument("-o/--output is for --merge; use --csv");
+  check_trace_options(cmd, o.trace);
   const ShardSpec shard = o.shard.empty() ? ShardSpec{} : parse_shard(o.shard);
   const std::vector<SweepPoint> points = expand_sweep(o.axes);
+  OutputFiles outputs;
+  outputs.add("--csv", o.csv_path);
+  outputs.open_all();
 
   SweepBase base;
   base.plan = resolve_plan_inputs(o.plan);
-  base.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
-  base.scheduler.enable_chunked_prefill = !o.no_chunked_prefill;
-  base.scheduler.enable_prefix_caching = !o.no_prefix_caching;
-  base.scheduler.policy =
-      o.policy == "priority" ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
-  base.scheduler.watermark = o.watermark;
-  base.scheduler.scheduler_reserve_full_isl = !o.no_reserve_full_isl;
-  base.scheduler.num_lookahead_tokens = o.num_lookahead_tokens;
-  base.step_time = o.step_time;
+  apply(o.sched, base.scheduler);
+  base.step_time = o.sched.step_time;
 
   const Trace trace = read_trace(o.trace_path, o.trace);
+  require_requests(trace, o.trace);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);
   const auto runner = [&base, &trace](const SweepPoint& p) {
     return replay_sweep_point(base, trace, p);
@@ -105,14 +152,9 @@ void run_sweep_command(const SweepOptions& o) {
   const std::vector<SweepRow> rows = run_sweep(points, runner, lengths, o.jobs, shard);
 
   const auto num_configs = static_cast<int64_t>(points.size());
-  if (!o.csv_path.empty()) {
-    std::ostringstream csv;
-    write_sweep_csv(csv, rows, num_configs);
-    if (o.csv_path == "-") {
-      std::cout << csv.str() << std::flush;
-    } else {
-      write_file(o.csv_path, csv.str());
-    }
+  if (outputs.requested("--csv")) {
+    write_sweep_csv(outputs.stream("--csv"), rows, num_configs, fingerprint(cmd, trace));
+    outputs.finish("--csv");
   }
   if (!o.quiet && o.csv_path != "-") {
     fmt::print("kvsim sweep: {} ({} requests), {} of {} configs{}, model {}, gpu {}\n", trace.path,
@@ -126,6 +168,37 @@ void run_sweep_command(const SweepOptions& o) {
   }
 }
 
+template <typename T>
+std::vector<T> narrow_list(const char* flag, const std::vector<int64_t>& v) {
+  std::vector<T> out;
+  for (int64_t x : v) {
+    if (x > std::numeric_limits<T>::max()) {
+      throw std::invalid_argument(fmt::format("{}: {} is too large", flag, x));
+    }
+    out.push_back(static_cast<T>(x));
+  }
+  return out;
+}
+
+template <typename T>
+void append(std::vector<T>& to, const std::vector<T>& items) {
+  to.insert(to.end(), items.begin(), items.end());
+}
+
+// One comma-separated list per occurrence; `parse` is called for each occurrence in order.
+CLI::Option* list_option(CLI::App* cmd, const char* flag, const char* help,
+                         std::function<void(const std::string&)> parse) {
+  return cmd
+      ->add_option_function<std::vector<std::string>>(
+          flag,
+          [parse](const std::vector<std::string>& values) {
+            for (const std::string& v : values) parse(v);
+          },
+          help)
+      ->allow_extra_args(false)
+      ->type_name("LIST");
+}
+
 }  // namespace
 
 void register_sweep_command(CLI::App& app) {
@@ -136,75 +209,69 @@ void register_sweep_command(CLI::App& app) {
       "Replay one trace over a grid of block sizes, pool sizes, KV dtypes and batch limits");
   cmd->add_option("TRACE", o.trace_path, "Trace file (any format kvsim replay reads)");
   add_model_card_options(cmd, o.plan);
+  cmd->get_option("--max-model-len")
+      ->description(
+          "Context length (default: the model's max_position_embeddings; a model without one "
+          "uses 1 + the trace's longest input + output)");
   add_trace_options(cmd, o.trace);
 
+  // Lists are split here, not by CLI11, so an empty item (",16", "16,,32") is an error. A flag
+  // given twice appends (so the grid's duplicate check sees both).
   const char* grid = "Sweep grid (comma-separated lists)";
-  cmd->add_option("--block-sizes", o.axes.block_sizes, "Block sizes, e.g. 1,8,16,32,64,128,256")
-      ->delimiter(',')
+  list_option(cmd, "--block-sizes", "Block sizes, e.g. 1,8,16,32,64,128,256",
+              [&o](const std::string& s) {
+                append(o.axes.block_sizes,
+                       narrow_list<int32_t>("--block-sizes", parse_int_list("--block-sizes", s)));
+              })
       ->group(grid);
-  cmd->add_option("--gpu-memory-utilizations", o.axes.gpu_memory_utilizations,
-                  "Memory utilizations, e.g. 0.8,0.9,0.92")
-      ->delimiter(',')
+  list_option(cmd, "--gpu-memory-utilizations", "Memory utilizations, e.g. 0.8,0.9,0.92",
+              [&o](const std::string& s) {
+                append(o.axes.gpu_memory_utilizations,
+                       parse_double_list("--gpu-memory-utilizations", s));
+              })
       ->group(grid);
-  cmd->add_option("--num-gpu-blocks", o.axes.num_gpu_blocks,
-                  "Pool sizes in blocks (instead of utilizations)")
-      ->delimiter(',')
+  list_option(cmd, "--num-gpu-blocks", "Pool sizes in blocks (instead of utilizations)",
+              [&o](const std::string& s) {
+                append(o.axes.num_gpu_blocks, parse_int_list("--num-gpu-blocks", s));
+              })
       ->group(grid);
-  cmd->add_option("--kv-cache-dtypes", o.axes.kv_cache_dtypes, "KV dtypes, e.g. bfloat16,fp8")
-      ->delimiter(',')
+  list_option(cmd, "--kv-cache-dtypes", "KV dtypes, e.g. bfloat16,fp8", [&o](const std::string& s) {
+    append(o.axes.kv_cache_dtypes, split_list("--kv-cache-dtypes", s));
+  })->group(grid);
+  list_option(cmd, "--max-num-seqs", "max_num_seqs values (default: vLLM's for the card)",
+              [&o](const std::string& s) {
+                append(o.axes.max_num_seqs,
+                       narrow_list<int32_t>("--max-num-seqs", parse_int_list("--max-num-seqs", s)));
+              })
       ->group(grid);
-  cmd->add_option("--max-num-seqs", o.axes.max_num_seqs,
-                  "max_num_seqs values (default: vLLM's for the card)")
-      ->delimiter(',')
-      ->group(grid);
-  cmd->add_option("--max-num-batched-tokens", o.axes.max_num_batched_tokens,
-                  "Token budgets per step (default: vLLM's for the card)")
-      ->delimiter(',')
+  list_option(cmd, "--max-num-batched-tokens",
+              "Token budgets per step (default: vLLM's for the card)",
+              [&o](const std::string& s) {
+                append(o.axes.max_num_batched_tokens,
+                       narrow_list<int32_t>("--max-num-batched-tokens",
+                                            parse_int_list("--max-num-batched-tokens", s)));
+              })
       ->group(grid);
 
-  const char* sched = "Scheduler";
-  cmd->add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
-                  "Cap prefill chunks of long prompts (0 = off)")
-      ->check(CLI::NonNegativeNumber)
-      ->group(sched);
-  cmd->add_flag("--no-enable-chunked-prefill", o.no_chunked_prefill, "Disable chunked prefill")
-      ->group(sched);
-  cmd->add_flag("--no-enable-prefix-caching", o.no_prefix_caching, "Disable prefix caching")
-      ->group(sched);
-  cmd->add_option("--scheduling-policy", o.policy, "fcfs|priority")
-      ->check(CLI::IsMember({"fcfs", "priority"}))
-      ->capture_default_str()
-      ->group(sched);
-  cmd->add_option("--watermark", o.watermark, "Free-block watermark fraction in [0, 1)")
-      ->check(CLI::Range(0.0, 0.999999))
-      ->group(sched);
-  cmd->add_flag("--no-scheduler-reserve-full-isl", o.no_reserve_full_isl,
-                "Admit without reserving the full prompt")
-      ->group(sched);
-  cmd->add_option("--num-lookahead-tokens", o.num_lookahead_tokens, "Extra slots per step")
-      ->check(CLI::NonNegativeNumber)
-      ->group(sched);
-  cmd->add_option("--step-time", o.step_time,
-                  "fixed:MS or roofline[:overhead_ms=..,mfu=..,mbu=..] (docs/step-time-model.md)")
-      ->capture_default_str()
-      ->group(sched);
+  add_scheduler_options(cmd, o.sched);
 
   const char* run = "Execution and output";
   cmd->add_option("--jobs,-j", o.jobs, "Configs replayed in parallel (threads)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str()
       ->group(run);
   cmd->add_option("--shard", o.shard, "Run only configs with index % N == I (I/N, e.g. 0/4)")
       ->group(run);
   cmd->add_option("--csv", o.csv_path, "Write the per-config CSV here ('-' = stdout)")->group(run);
   cmd->add_flag("--quiet,-q", o.quiet, "Do not print the table")->group(run);
-  cmd->add_option("--merge", o.merge, "Join shard CSVs (written by --csv) instead of sweeping")
+  cmd->add_option("--merge", o.merge,
+                  "Join shard CSVs (written by --csv) instead of sweeping; takes only -o besides")
       ->expected(1, -1)
       ->group(run);
   cmd->add_option("-o,--output", o.output, "Merged CSV path for --merge (default stdout)")
       ->group(run);
 
-  cmd->callback([opts] { run_sweep_command(*opts); });
+  cmd->callback([opts, cmd] { run_sweep_command(*cmd, *opts); });
 }
 
 }  // namespace kvsim::cli

@@ -1,6 +1,12 @@
 #include "trace_options.h"
 
+#include <stdexcept>
 #include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "validators.h"
 
 namespace kvsim::cli {
 
@@ -15,17 +21,17 @@ void add_trace_options(CLI::App* app, TraceReadOptions& o) {
       ->group(group);
   app->add_option("--max-requests", o.max_requests,
                   "Keep the first N requests in arrival order (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->group(group);
   app->add_option("--start", o.start_s, "Window start, seconds after the first arrival")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->group(group);
   app->add_option("--duration", o.duration_s, "Window length in seconds (0 = to the end)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->group(group);
   app->add_option("--time-scale", o.time_scale,
                   "Multiply arrival times by this factor (0.5 = twice the request rate)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str()
       ->group(group);
   app->add_option_function<std::string>(
@@ -34,19 +40,50 @@ void add_trace_options(CLI::App* app, TraceReadOptions& o) {
       ->check(CLI::IsMember({"trace", "all-at-once", "poisson"}))
       ->default_str("trace")
       ->group(group);
-  app->add_option("--rate", o.rate, "Requests per second for --arrival poisson")
-      ->check(CLI::PositiveNumber)
+  app->add_option("--rate", o.rate, "Requests per second for --arrival poisson (required there)")
+      ->check(positive())
       ->group(group);
-  app->add_option("--seed", o.seed, "Seed for synthetic arrivals")
-      ->capture_default_str()
+  app->add_option_function<std::string>(
+         "--seed", [&o](const std::string& s) { o.seed = parse_u64("--seed", s); },
+         "Seed for --arrival poisson, 0 .. 2^64-1")
+      ->default_str("0")
       ->group(group);
   app->add_flag("--skip-bad-rows", o.skip_bad_rows,
                 "Count malformed rows by reason and continue instead of failing")
       ->group(group);
   app->add_option("--hash-block-size", o.hash_block_size,
                   "Tokens per trace hash id (default: Mooncake 512, Bailian 16, kvsim per record)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->group(group);
+}
+
+void check_trace_options(const CLI::App& app, const TraceReadOptions& o) {
+  const bool poisson = o.arrival == ArrivalMode::POISSON;
+  for (const char* flag : {"--rate", "--seed"}) {
+    if (!poisson && app.get_option(flag)->count() > 0) {
+      throw std::invalid_argument(fmt::format("{} needs --arrival poisson", flag));
+    }
+  }
+  if (poisson && app.get_option("--rate")->count() == 0) {
+    throw std::invalid_argument("--arrival poisson needs --rate (requests per second)");
+  }
+}
+
+void require_requests(const Trace& trace, const TraceReadOptions& o) {
+  if (!trace.requests.empty()) return;
+  std::vector<std::string> why;
+  why.push_back(fmt::format("{} data rows read", trace.rows_read));
+  if (const std::string dropped = describe_dropped(trace); !dropped.empty()) {
+    why.push_back(dropped);
+  }
+  if (trace.rows_read > trace.dropped_total() && (o.start_s > 0 || o.duration_s > 0)) {
+    why.push_back(
+        fmt::format("none in the window --start {} --duration {}", o.start_s, o.duration_s));
+  }
+  std::string text;
+  for (const std::string& w : why) text += (text.empty() ? "" : "; ") + w;
+  throw std::invalid_argument(
+      fmt::format("{}: no requests left after filtering ({})", trace.path, text));
 }
 
 }  // namespace kvsim::cli

@@ -13,4 +13,13 @@ namespace kvsim::cli {
 // Invalid names (format, arrival) fail the parse with the list of accepted values.
 void add_trace_options(CLI::App* app, TraceReadOptions& options);
 
+// After parsing: throws std::invalid_argument for flags that would be ignored (--rate or --seed
+// without --arrival poisson) or are missing (--arrival poisson without --rate).
+void check_trace_options(const CLI::App& app, const TraceReadOptions& options);
+
+// Throws std::invalid_argument "PATH: no requests left after filtering (why)" when the trace
+// read with `options` holds no request: an empty file, every row dropped, or a window/limit
+// that selects nothing.
+void require_requests(const Trace& trace, const TraceReadOptions& options);
+
 }  // namespace kvsim::cli

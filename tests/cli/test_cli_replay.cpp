@@ -165,7 +165,7 @@ std::string swap_args(const std::string& mode, const std::string& gib,
          "--num-kv-heads 1"
          " --head-dim 16 --weights-gib 1 --step-time fixed:10 --backend host --no-progress"
          " --json " +
-         json + " --preemption-mode " + mode + " --swap-space-gib " + gib;
+         json + " --preemption-mode " + mode + (mode == "swap" ? " --swap-space-gib " + gib : "");
 }
 
 std::string fmt_line(const nlohmann::json& j) {

@@ -82,7 +82,7 @@ TEST_F(CliSweep, JobsDoNotChangeTheCsv) {
   const std::string j1 = slurp(dir_ / "j1.csv");
   EXPECT_EQ(std::count(j1.begin(), j1.end(), '\n'), 1 + 3 * 2 * 2);
   EXPECT_EQ(j1, slurp(dir_ / "j2.csv"));
-  EXPECT_EQ(j1.rfind("config_index,num_configs,block_size,", 0), 0u);
+  EXPECT_EQ(j1.rfind("config_index,num_configs,sweep_id,block_size,", 0), 0u);
 }
 
 TEST_F(CliSweep, ShardThenMergeEqualsUnsharded) {

@@ -1,0 +1,67 @@
+#include "scheduler_options.h"
+
+#include "validators.h"
+
+namespace kvsim::cli {
+
+void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
+  const char* group = "Scheduler";
+  app->add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
+                  "Cap on one request's prefill tokens per step (0 = off)")
+      ->check(non_negative())
+      ->capture_default_str()
+      ->group(group);
+  // Two plain flags rather than CLI11's "a,!b" pair, whose help prints a stray "{false}".
+  CLI::Option* cp_on = app->add_flag_callback(
+                              "--enable-chunked-prefill", [&o] { o.enable_chunked_prefill = true; },
+                              "Chunked prefill on (the default)")
+                           ->group(group);
+  app->add_flag_callback(
+         "--no-enable-chunked-prefill", [&o] { o.enable_chunked_prefill = false; },
+         "Chunked prefill off")
+      ->excludes(cp_on)
+      ->group(group);
+  CLI::Option* pc_on = app->add_flag_callback(
+                              "--enable-prefix-caching", [&o] { o.enable_prefix_caching = true; },
+                              "Prefix caching on (the default)")
+                           ->group(group);
+  app->add_flag_callback(
+         "--no-enable-prefix-caching", [&o] { o.enable_prefix_caching = false; },
+         "Prefix caching off")
+      ->excludes(pc_on)
+      ->group(group);
+  app->add_option("--scheduling-policy", o.policy, "fcfs | priority")
+      ->check(CLI::IsMember({"fcfs", "priority"}))
+      ->capture_default_str()
+      ->group(group);
+  app->add_option("--watermark", o.watermark,
+                  "Free-block headroom kept at admission, a fraction of the pool in [0, 1)")
+      ->check(fraction_below_one())
+      ->capture_default_str()
+      ->group(group);
+  app->add_flag_callback(
+         "--no-scheduler-reserve-full-isl", [&o] { o.scheduler_reserve_full_isl = false; },
+         "Admit without reserving blocks for the full prompt (vLLM's gate is on by default)")
+      ->group(group);
+  app->add_option("--num-lookahead-tokens", o.num_lookahead_tokens,
+                  "Extra KV slots allocated per step (speculative decoding)")
+      ->check(non_negative())
+      ->capture_default_str()
+      ->group(group);
+  app->add_option("--step-time", o.step_time,
+                  "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] (docs/step-time-model.md)")
+      ->capture_default_str()
+      ->group(group);
+}
+
+void apply(const SchedulerOptions& o, SchedulerConfig& c) {
+  c.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  c.enable_chunked_prefill = o.enable_chunked_prefill;
+  c.enable_prefix_caching = o.enable_prefix_caching;
+  c.policy = o.policy == "priority" ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
+  c.watermark = o.watermark;
+  c.scheduler_reserve_full_isl = o.scheduler_reserve_full_isl;
+  c.num_lookahead_tokens = o.num_lookahead_tokens;
+}
+
+}  // namespace kvsim::cli

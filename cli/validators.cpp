@@ -1,0 +1,107 @@
+#include "validators.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+namespace kvsim::cli {
+namespace {
+
+// The text as a number, or nullopt-like false when it is not one (CLI11 reports those).
+bool as_number(const std::string& s, long double& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  v = std::strtold(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+CLI::Validator number_check(const char* description, bool (*ok)(long double),
+                            const char* requirement) {
+  return CLI::Validator(
+      [ok, requirement](std::string& s) -> std::string {
+        long double v = 0;
+        if (!as_number(s, v)) return "";
+        if (std::isnan(v) || !ok(v)) return fmt::format("must be {}, got {}", requirement, s);
+        return "";
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator positive() {
+  return number_check(
+      "> 0", [](long double v) { return v > 0; }, "> 0");
+}
+CLI::Validator non_negative() {
+  return number_check(
+      ">= 0", [](long double v) { return v >= 0; }, ">= 0");
+}
+CLI::Validator fraction_below_one() {
+  return number_check(
+      "in [0,1)", [](long double v) { return v >= 0 && v < 1; }, "in [0, 1)");
+}
+
+uint64_t parse_u64(std::string_view flag, std::string_view text) {
+  uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ptr != text.data() + text.size() ||
+      (ec != std::errc{} && ec != std::errc::result_out_of_range)) {
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a non-negative integer", flag, text));
+  }
+  if (ec == std::errc::result_out_of_range) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} is out of range [0, 18446744073709551615]", flag, text));
+  }
+  return v;
+}
+
+std::vector<std::string> split_list(std::string_view flag, std::string_view text) {
+  std::vector<std::string> items;
+  size_t b = 0;
+  while (true) {
+    const size_t e = text.find(',', b);
+    const std::string_view item = text.substr(b, e == std::string_view::npos ? e : e - b);
+    if (item.empty()) {
+      throw std::invalid_argument(
+          text.empty() ? fmt::format("{}: empty list", flag)
+                       : fmt::format("{}: item {} of '{}' is empty", flag, items.size() + 1, text));
+    }
+    items.emplace_back(item);
+    if (e == std::string_view::npos) return items;
+    b = e + 1;
+  }
+}
+
+std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view text) {
+  std::vector<int64_t> out;
+  for (const std::string& item : split_list(flag, text)) {
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc{} || ptr != item.data() + item.size()) {
+      throw std::invalid_argument(fmt::format("{}: '{}' is not an integer", flag, item));
+    }
+    if (v <= 0) throw std::invalid_argument(fmt::format("{}: must be > 0, got {}", flag, item));
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> parse_double_list(std::string_view flag, std::string_view text) {
+  std::vector<double> out;
+  for (const std::string& item : split_list(flag, text)) {
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc{} || ptr != item.data() + item.size() || !std::isfinite(v)) {
+      throw std::invalid_argument(fmt::format("{}: '{}' is not a finite number", flag, item));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace kvsim::cli

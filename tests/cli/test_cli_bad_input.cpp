@@ -1,0 +1,266 @@
+// Bad input to every command gets one line "kvsim: error: ..." naming the flag/file and exit 2:
+// merge validation and fingerprints, empty results, stdout write errors, unusable pools, output
+// path checks, ignored flags, range messages.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int status = -1;
+  std::string out;  // stdout + stderr
+};
+
+// `redirect` is appended to the command line ("2>&1": both streams are captured).
+CmdResult kvsim(const std::string& args, const std::string& redirect = "2>&1") {
+  CmdResult r;
+  const std::string cmd = std::string(KVSIM_BINARY) + " " + args + " " + redirect;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string s;
+  for (std::string_view p : parts) s.append(p);
+  return s;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The output is exactly one line, and it is the expected error.
+void expect_error(const std::string& args, const std::string& message) {
+  SCOPED_TRACE(args);
+  const CmdResult r = kvsim(args);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("kvsim: error: " + message), std::string::npos) << r.out;
+}
+
+class CliBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           cat({"kvsim_cli_bad_", std::to_string(::getpid()), "_",
+                ::testing::UnitTest::GetInstance()->current_test_info()->name()});
+    fs::create_directories(dir_);
+    std::ofstream t(dir_ / "trace.csv");
+    t << "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+    for (int i = 0; i < 24; ++i) t << i * 0.01 << "," << 100 + 37 * i << "," << 5 + i << "\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string replay(const std::string& extra) const {
+    return cat({"replay ", path("trace.csv"), " --step-time fixed:5 --no-progress ", extra});
+  }
+  std::string sweep(const std::string& extra) const {
+    return cat({"sweep ", path("trace.csv"),
+                " --model qwen2.5-7b --max-model-len 4096 --step-time fixed:5 -q ", extra});
+  }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+  }
+  fs::path dir_;
+};
+
+// ---- 1, 2: --merge checks every field and the sweep fingerprint ----
+
+TEST_F(CliBadInput, MergeRefusesCorruptRows) {
+  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --csv " + path("all.csv"))).status, 0);
+  const std::string good = slurp(dir_ / "all.csv");
+  write("cut.csv", good.substr(0, good.size() - 3));
+  expect_error("sweep --merge " + path("cut.csv"),
+               "--merge: " + path("cut.csv") + ":3: last line has no newline");
+  std::string extra = good;
+  extra.insert(extra.size() - 1, ",7");
+  write("extra.csv", extra);
+  expect_error("sweep --merge " + path("extra.csv"),
+               "--merge: " + path("extra.csv") + ":3: 33 fields, the header has 32");
+  const size_t row2 = good.find('\n', good.find('\n') + 1) + 1;  // start of line 3
+  for (const char* bad_index : {"-0", "00", "x"}) {
+    std::string s = good;
+    s.replace(row2, 1, bad_index);
+    write("bad.csv", s);
+    expect_error(
+        "sweep --merge " + path("bad.csv"),
+        cat({"--merge: ", path("bad.csv"),
+             ":3: column 1 (config_index): not a non-negative integer (got '", bad_index, "')"}));
+  }
+}
+
+TEST_F(CliBadInput, MergeRefusesShardsOfDifferentSweeps) {
+  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --shard 0/2 --csv " + path("a.csv"))).status, 0);
+  ASSERT_EQ(kvsim(sweep("--block-sizes 16,64 --shard 1/2 --csv " + path("b.csv"))).status, 0);
+  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --shard 1/2 --csv " + path("c.csv"))).status, 0);
+  expect_error("sweep --merge " + path("a.csv") + " " + path("b.csv"),
+               "--merge: " + path("b.csv") + ":2: sweep_id ");
+  const CmdResult r = kvsim("sweep --merge " + path("a.csv") + " " + path("b.csv"));
+  EXPECT_NE(r.out.find("in " + path("a.csv") + ":2: shards of different sweeps"), std::string::npos)
+      << r.out;
+  // The same sweep's shards still merge, and equal the unsharded run.
+  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --jobs 2 --csv " + path("all.csv"))).status, 0);
+  const CmdResult m = kvsim("sweep --merge " + path("c.csv") + " " + path("a.csv"));
+  EXPECT_EQ(m.status, 0) << m.out;
+  EXPECT_EQ(m.out, slurp(dir_ / "all.csv"));
+}
+
+TEST_F(CliBadInput, MergeTakesOnlyFilesAndOutput) {
+  ASSERT_EQ(kvsim(sweep("--block-sizes 16 --csv " + path("a.csv"))).status, 0);
+  expect_error("sweep --merge " + path("a.csv") + " --model qwen2.5-7b --block-sizes 16",
+               "--merge takes only the shard CSVs and -o/--output (got --model)");
+  expect_error("sweep --merge " + path("a.csv") + " -o " + path("a.csv"),
+               "-o " + path("a.csv") + " is also a --merge input");
+}
+
+// ---- 3: nothing left to replay ----
+
+TEST_F(CliBadInput, NoRequestsLeftAfterFiltering) {
+  expect_error(replay("--start 100000"),
+               path("trace.csv") +
+                   ": no requests left after filtering (24 data rows read; none in the window "
+                   "--start 100000 --duration 0)");
+  expect_error(sweep("--block-sizes 16 --start 100000"),
+               path("trace.csv") + ": no requests left after filtering");
+  write("failed.csv",
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,0,472,Conversation log\n"
+        "6,ChatGPT,100,0,100,Conversation log\n");
+  const CmdResult r = kvsim(cat({"replay ", path("failed.csv"), " --no-progress"}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("no requests left after filtering (2 data rows read; 2 "),
+            std::string::npos)
+      << r.out;
+  write("bad_rows.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\nx,1,1\ny,2,2\n");
+  const CmdResult b = kvsim(cat({"replay ", path("bad_rows.csv"), " --skip-bad-rows"}));
+  EXPECT_EQ(b.status, 2) << b.out;
+  EXPECT_NE(b.out.find("no requests left after filtering (2 data rows read; 2 "),
+            std::string::npos)
+      << b.out;
+}
+
+// ---- 4: stdout write errors ----
+
+TEST_F(CliBadInput, StdoutWriteErrorsFail) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const std::string& args :
+       {replay(""), sweep("--block-sizes 16 --csv -"), std::string("plan --model qwen2.5-7b"),
+        std::string("gen -n 10")}) {
+    SCOPED_TRACE(args);
+    const CmdResult r = kvsim(args, "2>&1 >/dev/full");  // stderr captured, stdout full
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("kvsim: error: writing standard output failed"), std::string::npos)
+        << r.out;
+  }
+}
+
+// ---- 5: unusable pools ----
+
+TEST_F(CliBadInput, UnusablePoolsAreRefused) {
+  expect_error(replay("--block-size 100000"),
+               "the KV pool has 1 block(s) of 100000 tokens, 0 usable (block 0 is the null "
+               "block)");
+  // Every request rejected: the report is printed, then a summary error line and exit 2.
+  const CmdResult r = kvsim(replay("--max-model-len 2"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("requests"), std::string::npos);
+  EXPECT_NE(r.out.find("kvsim: error: all 24 requests were rejected (24 "), std::string::npos)
+      << r.out;
+}
+
+// ---- 6: output paths are checked before the run ----
+
+TEST_F(CliBadInput, OutputPathsAreCheckedFirst) {
+  expect_error(replay("--json /nonexistent/x.json"),
+               "--json /nonexistent/x.json: cannot open for writing");
+  expect_error(replay("--json " + path("o") + " --timeline " + path("o")),
+               "--json and --timeline name the same file");
+  expect_error(replay("--json - --requests -"),
+               "--json - and --requests - both write to stdout; give at most one '-'");
+  expect_error(sweep("--block-sizes 16 --csv /nonexistent/x.csv"),
+               "--csv /nonexistent/x.csv: cannot open for writing");
+  // The bad path failed before the run: no replay summary on stderr.
+  const CmdResult r = kvsim(replay("--json /nonexistent/x.json"));
+  EXPECT_EQ(r.out.find("kvsim replay:"), std::string::npos) << r.out;
+}
+
+// ---- 7: flags that would be ignored or coerced ----
+
+TEST_F(CliBadInput, IgnoredOrCoercedFlagsAreErrors) {
+  expect_error("gen --seed -1", "--seed: '-1' is not a non-negative integer");
+  expect_error("gen --seed 18446744073709551616",
+               "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
+  expect_error("gen --seed 99999999999999999999999", "--seed: 99999999999999999999999 is out");
+  EXPECT_EQ(kvsim("gen -n 1 -q --seed 18446744073709551615").status, 0);
+  expect_error(replay("--rate 5"), "--rate needs --arrival poisson");
+  expect_error(replay("--seed 3"), "--seed needs --arrival poisson");
+  expect_error(replay("--arrival poisson"), "--arrival poisson needs --rate");
+  expect_error("gen --prefix-tokens 100", "--prefix-tokens needs --prefix-groups > 0");
+  expect_error("gen --cv 2", "--cv needs --arrival gamma");
+  expect_error("gen --arrival all-at-once --rate 3",
+               "--rate needs --arrival poisson, gamma or constant");
+  expect_error(replay("--swap-space-gib 8"), "--swap-space-gib needs --preemption-mode swap");
+  expect_error(sweep("--block-sizes ,16"), "--block-sizes: item 1 of ',16' is empty");
+  expect_error(sweep("--block-sizes 16,,32"), "--block-sizes: item 2 of '16,,32' is empty");
+  expect_error(sweep("--block-sizes 16,x"), "--block-sizes: 'x' is not an integer");
+  expect_error(sweep("--kv-cache-dtypes \"\""), "--kv-cache-dtypes: empty list");
+}
+
+// ---- 8: --help tells the truth; shape flags work on the default model ----
+
+TEST_F(CliBadInput, HelpIsTruthful) {
+  for (const char* cmd : {"replay", "sweep"}) {
+    SCOPED_TRACE(cmd);
+    const CmdResult r = kvsim(cat({cmd, " --help"}));
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--scheduling-policy TEXT:{fcfs,priority}=fcfs"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("1 + the trace's longest input + output"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--no-enable-chunked-prefill"), std::string::npos);
+  }
+  const CmdResult r = kvsim(replay("--num-layers 4"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("qwen2.5-7b (default, shape overridden)"), std::string::npos) << r.out;
+}
+
+// ---- 9, 10: one scheduler flag set, short range messages ----
+
+TEST_F(CliBadInput, RangeMessagesAreShortAndShared) {
+  expect_error(replay("--time-scale 0"), "--time-scale: must be > 0, got 0");
+  expect_error(replay("--hash-block-size 0"), "--hash-block-size: must be > 0, got 0");
+  expect_error("gen -n 0", "--num-requests: must be > 0, got 0");
+  expect_error("gen --arrival gamma --cv 0", "--cv: must be > 0, got 0");
+  expect_error("gen --arrival burst --burst-size 0", "--burst-size: must be > 0, got 0");
+  expect_error("gen --priority-levels 0", "--priority-levels: must be > 0, got 0");
+  expect_error(sweep("--block-sizes 16 -j 0"), "--jobs: must be > 0, got 0");
+  expect_error(replay("--watermark 1"), "--watermark: must be in [0, 1), got 1");
+  expect_error(sweep("--block-sizes 16 --watermark 1"), "--watermark: must be in [0, 1), got 1");
+  const CmdResult r = kvsim(replay("--rate 0 --arrival poisson"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("--rate: must be > 0, got 0"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.size(), 200u) << r.out;
+}
+
+}  // namespace
