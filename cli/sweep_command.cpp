@@ -152,6 +152,16 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   const std::vector<SweepRow> rows = run_sweep(points, runner, lengths, o.jobs, shard);
 
   const auto num_configs = static_cast<int64_t>(points.size());
+  // A configuration in which nothing could run measured nothing: say so; if that is every
+  // configuration of this process, the sweep is unusable for this trace (exit 2, rows kept).
+  int64_t dead = 0;
+  for (const SweepRow& r : rows) {
+    if (r.outcome.requests > 0 && r.outcome.rejected == r.outcome.requests) {
+      ++dead;
+      fmt::print(stderr, "kvsim sweep: warning: config {} ({}): all {} requests rejected\n",
+                 r.point.index, r.point.describe(), r.outcome.requests);
+    }
+  }
   if (outputs.requested("--csv")) {
     write_sweep_csv(outputs.stream("--csv"), rows, num_configs, fingerprint(cmd, trace));
     outputs.finish("--csv");
@@ -165,6 +175,12 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
     fmt::print(
         "pad% = measured mean padding / used KV; pad%exp, exp/seq = analytic expectation "
         "(docs/sweep.md); conc = vLLM max concurrency\n");
+  }
+  if (!rows.empty() && dead == static_cast<int64_t>(rows.size())) {
+    std::fflush(stdout);
+    fmt::print(stderr, "kvsim: error: every configuration rejected all {} requests\n",
+               rows.front().outcome.requests);
+    set_exit_code(kExitBadInput);
   }
 }
 

@@ -44,6 +44,12 @@ SweepOutcome replay_sweep_point(const SweepBase& base, const Trace& trace,
     in.max_model_len = default_max_model_len(trace);
   }
   const Plan plan = compute_plan(in);
+  // Block 0 is vLLM's null block: a pool needs at least one more to hold any KV.
+  if (plan.num_gpu_blocks < 2) {
+    throw std::invalid_argument(fmt::format(
+        "the KV pool has {} block(s) of {} tokens, {} usable (block 0 is the null block)",
+        plan.num_gpu_blocks, plan.block_size, std::max<int64_t>(plan.num_gpu_blocks - 1, 0)));
+  }
   if (plan.num_gpu_blocks > std::numeric_limits<int32_t>::max() ||
       plan.max_model_len > std::numeric_limits<int32_t>::max()) {
     throw std::invalid_argument(fmt::format("pool of {} blocks / max_model_len {} too large",

@@ -149,14 +149,12 @@ TEST_F(CliBadInput, NoRequestsLeftAfterFiltering) {
         "6,ChatGPT,100,0,100,Conversation log\n");
   const CmdResult r = kvsim(cat({"replay ", path("failed.csv"), " --no-progress"}));
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("no requests left after filtering (2 data rows read; 2 "),
-            std::string::npos)
+  EXPECT_NE(r.out.find("no requests left after filtering (2 data rows read; 2 "), std::string::npos)
       << r.out;
   write("bad_rows.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\nx,1,1\ny,2,2\n");
   const CmdResult b = kvsim(cat({"replay ", path("bad_rows.csv"), " --skip-bad-rows"}));
   EXPECT_EQ(b.status, 2) << b.out;
-  EXPECT_NE(b.out.find("no requests left after filtering (2 data rows read; 2 "),
-            std::string::npos)
+  EXPECT_NE(b.out.find("no requests left after filtering (2 data rows read; 2 "), std::string::npos)
       << b.out;
 }
 
@@ -187,6 +185,25 @@ TEST_F(CliBadInput, UnusablePoolsAreRefused) {
   EXPECT_NE(r.out.find("requests"), std::string::npos);
   EXPECT_NE(r.out.find("kvsim: error: all 24 requests were rejected (24 "), std::string::npos)
       << r.out;
+}
+
+TEST_F(CliBadInput, SweepRefusesUnusablePoolsAndAllDeadConfigs) {
+  expect_error(
+      sweep("--block-sizes 16,100000"),
+      "sweep config 1 (block_size=100000): the KV pool has 1 block(s) of 100000 tokens, 0 usable");
+  // Every config rejects everything: exit 2.
+  const CmdResult all = kvsim(cat({"sweep ", path("trace.csv"),
+                                   " --model qwen2.5-7b --max-model-len 2 --step-time fixed:5 "
+                                   "--block-sizes 16,32"}));
+  EXPECT_EQ(all.status, 2) << all.out;
+  EXPECT_NE(
+      all.out.find("kvsim sweep: warning: config 1 (block_size=32): all 24 requests rejected"),
+      std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("pad%"), std::string::npos) << "the table is still printed";
+  EXPECT_NE(all.out.find("kvsim: error: every configuration rejected all 24 requests"),
+            std::string::npos)
+      << all.out;
 }
 
 // ---- 6: output paths are checked before the run ----

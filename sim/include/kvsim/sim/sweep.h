@@ -185,7 +185,8 @@ BatchLimits vllm_default_batch_limits(const GpuSpec& gpu);
 // Plans the pool for the point (compute_plan with the point's overrides), builds the scheduler
 // config and step-time model, replays `trace` on the null backend and returns the outcome.
 // max_model_len: the flag's, else the model's max_position_embeddings, else 1 + the trace's
-// longest input + output. Safe to call concurrently (shares only const data).
+// longest input + output. Throws std::invalid_argument for a pool with no usable block (N < 2).
+// Safe to call concurrently (shares only const data).
 SweepOutcome replay_sweep_point(const SweepBase& base, const Trace& trace, const SweepPoint& point);
 
 // The lengths expected_padding() needs, from a trace.
