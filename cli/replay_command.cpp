@@ -306,10 +306,11 @@ void register_replay_command(CLI::App& app) {
           "--config; else 1 + the trace's longest input + output)");
   for (const char* flag : {"--num-layers", "--num-kv-heads", "--head-dim"}) {
     CLI::Option* opt = cmd->get_option(flag);
-    opt->description(opt->get_description() +
-                     fmt::format(" (without --model/--config: overrides the default {}, or all "
-                                 "three define a custom model)",
-                                 kDefaultModel));
+    std::string d = opt->get_description();
+    if (const auto at = d.find(" (overrides the model)"); at != std::string::npos) d.erase(at);
+    opt->description(fmt::format(
+        "{} (overrides --model/--config, else the default {}; all three alone: a custom model)", d,
+        kDefaultModel));
   }
   cmd->callback([o, cmd] { run(*cmd, *o); });
 }

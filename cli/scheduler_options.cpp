@@ -12,23 +12,35 @@ void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
       ->capture_default_str()
       ->group(group);
   // Two plain flags rather than CLI11's "a,!b" pair, whose help prints a stray "{false}".
-  CLI::Option* cp_on = app->add_flag_callback(
-                              "--enable-chunked-prefill", [&o] { o.enable_chunked_prefill = true; },
-                              "Chunked prefill on (the default)")
-                           ->group(group);
   app->add_flag_callback(
-         "--no-enable-chunked-prefill", [&o] { o.enable_chunked_prefill = false; },
-         "Chunked prefill off")
-      ->excludes(cp_on)
+         "--enable-chunked-prefill", [&o] { o.enable_chunked_prefill = true; },
+         "Chunked prefill on (the default)")
       ->group(group);
-  CLI::Option* pc_on = app->add_flag_callback(
-                              "--enable-prefix-caching", [&o] { o.enable_prefix_caching = true; },
-                              "Prefix caching on (the default)")
-                           ->group(group);
   app->add_flag_callback(
-         "--no-enable-prefix-caching", [&o] { o.enable_prefix_caching = false; },
+         "--no-enable-chunked-prefill",
+         [app, &o] {
+           if (app->get_option("--enable-chunked-prefill")->count() > 0) {
+             throw CLI::ValidationError("--no-enable-chunked-prefill",
+                                        "conflicts with --enable-chunked-prefill");
+           }
+           o.enable_chunked_prefill = false;
+         },
+         "Chunked prefill off")
+      ->group(group);
+  app->add_flag_callback(
+         "--enable-prefix-caching", [&o] { o.enable_prefix_caching = true; },
+         "Prefix caching on (the default)")
+      ->group(group);
+  app->add_flag_callback(
+         "--no-enable-prefix-caching",
+         [app, &o] {
+           if (app->get_option("--enable-prefix-caching")->count() > 0) {
+             throw CLI::ValidationError("--no-enable-prefix-caching",
+                                        "conflicts with --enable-prefix-caching");
+           }
+           o.enable_prefix_caching = false;
+         },
          "Prefix caching off")
-      ->excludes(pc_on)
       ->group(group);
   app->add_option("--scheduling-policy", o.policy, "fcfs | priority")
       ->check(CLI::IsMember({"fcfs", "priority"}))

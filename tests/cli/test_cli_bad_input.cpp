@@ -274,6 +274,10 @@ TEST_F(CliBadInput, RangeMessagesAreShortAndShared) {
   expect_error(sweep("--block-sizes 16 -j 0"), "--jobs: must be > 0, got 0");
   expect_error(replay("--watermark 1"), "--watermark: must be in [0, 1), got 1");
   expect_error(sweep("--block-sizes 16 --watermark 1"), "--watermark: must be in [0, 1), got 1");
+  for (const std::string& args : {replay(""), sweep("--block-sizes 16")}) {
+    expect_error(args + " --enable-prefix-caching --no-enable-prefix-caching",
+                 "--no-enable-prefix-caching: conflicts with --enable-prefix-caching");
+  }
   const CmdResult r = kvsim(replay("--rate 0 --arrival poisson"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("--rate: must be > 0, got 0"), std::string::npos) << r.out;
