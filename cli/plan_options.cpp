@@ -15,15 +15,23 @@ void require_positive(const std::optional<int64_t>& v, const char* flag) {
   if (v && *v <= 0) throw std::invalid_argument(fmt::format("{} must be > 0 (got {})", flag, *v));
 }
 
+// The planner's shape bounds (planner.h), checked here so that the message names the flag.
+void require_in_range(const std::optional<int64_t>& v, int64_t max, const char* flag) {
+  if (v && (*v < 1 || *v > max)) {
+    throw std::invalid_argument(fmt::format("{} must be in [1, {}] (got {})", flag, max, *v));
+  }
+}
+
 ModelSpec resolve_model(const PlanOptions& o) {
   if (!o.model.empty() && !o.config_path.empty()) {
     throw std::invalid_argument("give either --model or --config, not both");
   }
-  require_positive(o.num_layers, "--num-layers");
-  require_positive(o.num_kv_heads, "--num-kv-heads");
-  require_positive(o.head_dim, "--head-dim");
-  if (o.num_params && !(*o.num_params > 0)) {
-    throw std::invalid_argument(fmt::format("--num-params must be > 0 (got {})", *o.num_params));
+  require_in_range(o.num_layers, kMaxNumLayers, "--num-layers");
+  require_in_range(o.num_kv_heads, kMaxHeads, "--num-kv-heads");
+  require_in_range(o.head_dim, kMaxHeadDim, "--head-dim");
+  if (o.num_params && !(*o.num_params > 0 && *o.num_params <= kMaxNumParams)) {
+    throw std::invalid_argument(
+        fmt::format("--num-params must be in (0, {:g}] (got {:g})", kMaxNumParams, *o.num_params));
   }
 
   ModelSpec m;
@@ -81,8 +89,9 @@ GpuSpec resolve_gpu(const PlanOptions& o) {
     g.name = "custom";
   }
   if (o.vram_gib) {
-    if (!(*o.vram_gib > 0)) {
-      throw std::invalid_argument(fmt::format("--vram-gib must be > 0 (got {})", *o.vram_gib));
+    if (!(*o.vram_gib > 0 && *o.vram_gib <= kMaxVramGib)) {
+      throw std::invalid_argument(
+          fmt::format("--vram-gib must be in (0, {:g}] (got {:g})", kMaxVramGib, *o.vram_gib));
     }
     g.vram_gib = *o.vram_gib;
   }

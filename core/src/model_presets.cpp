@@ -165,7 +165,15 @@ void validate_model_spec(const ModelSpec& m) {
                     m.num_attention_heads, m.num_kv_heads));
   }
   if (m.use_mla) {
-    positive(m.kv_lora_rank + m.qk_rope_head_dim, "kv_lora_rank + qk_rope_head_dim");
+    positive(m.kv_lora_rank, "kv_lora_rank");
+    // Checked: both come from a config file and may be anything up to INT64_MAX.
+    int64_t width = 0;
+    if (m.qk_rope_head_dim < 0 ||
+        __builtin_add_overflow(m.kv_lora_rank, m.qk_rope_head_dim, &width)) {
+      throw std::invalid_argument(
+          fmt::format("model '{}': kv_lora_rank + qk_rope_head_dim out of range ({} + {})", m.name,
+                      m.kv_lora_rank, m.qk_rope_head_dim));
+    }
   }
   if (m.num_parameters < 0) {
     throw std::invalid_argument(

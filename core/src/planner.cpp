@@ -22,6 +22,45 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw PlanError(message);
 }
 
+// a * b, or a PlanError naming the quantity when it leaves int64.
+int64_t checked_mul(int64_t a, int64_t b, std::string_view what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) {
+    throw PlanError(fmt::format("{} overflows 64-bit integers ({} x {})", what, a, b));
+  }
+  return out;
+}
+
+// A non-negative double of bytes as int64 (rounded), or a PlanError when it does not fit.
+int64_t to_bytes(double bytes, std::string_view what) {
+  require(std::isfinite(bytes) && bytes >= 0 && bytes < 9.2e18,
+          fmt::format("{} ({} bytes) is out of the 64-bit range", what, bytes));
+  return std::llround(bytes);
+}
+
+void require_in_range(int64_t v, int64_t max, std::string_view name, std::string_view model) {
+  require(v >= 1 && v <= max,
+          fmt::format("model '{}': {} must be in [1, {}] (got {})", model, name, max, v));
+}
+
+// The planner's bounds on the model shape (planner.h); the CLI and the config reader check the
+// same bounds first with the flag or field name, this is the backstop for library callers.
+void validate_model_bounds(const ModelSpec& m) {
+  require_in_range(m.num_layers, kMaxNumLayers, "num_layers", m.name);
+  require_in_range(m.num_kv_heads, kMaxHeads, "num_kv_heads", m.name);
+  if (m.num_attention_heads != 0) {
+    require_in_range(m.num_attention_heads, kMaxHeads, "num_attention_heads", m.name);
+  }
+  require_in_range(m.head_dim, kMaxHeadDim, "head_dim", m.name);
+  if (m.use_mla) {
+    require_in_range(m.kv_lora_rank, kMaxHeadDim, "kv_lora_rank", m.name);
+    require_in_range(m.qk_rope_head_dim, kMaxHeadDim, "qk_rope_head_dim", m.name);
+  }
+  require(std::isfinite(m.num_parameters) && m.num_parameters <= kMaxNumParams,
+          fmt::format("model '{}': num_parameters must be <= {:g} (got {:g})", m.name,
+                      kMaxNumParams, m.num_parameters));
+}
+
 bool is_fp8_kv(std::string_view d) {
   return d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2" || d == "fp8_ds_mla";
 }
@@ -99,13 +138,16 @@ int64_t kv_heads_per_rank(int64_t num_kv_heads, int64_t tp) {
 
 int64_t page_size_bytes(const ModelSpec& m, int64_t heads, std::string_view kv_dtype,
                         int64_t block_size) {
+  constexpr std::string_view kPage = "page size in bytes";
   if (m.use_mla) {
-    if (kv_dtype == "fp8_ds_mla") return block_size * kFp8DsMlaBytesPerToken;
+    if (kv_dtype == "fp8_ds_mla") return checked_mul(block_size, kFp8DsMlaBytesPerToken, kPage);
     const auto b = static_cast<int64_t>(dtype_bytes(kv_dtype));
-    return block_size * (m.kv_lora_rank + m.qk_rope_head_dim) * b;
+    return checked_mul(checked_mul(block_size, m.kv_lora_rank + m.qk_rope_head_dim, kPage), b,
+                       kPage);
   }
   const auto b = static_cast<int64_t>(dtype_bytes(kv_dtype));
-  return 2 * block_size * heads * m.head_dim * b;
+  return checked_mul(checked_mul(checked_mul(2 * block_size, heads, kPage), m.head_dim, kPage), b,
+                     kPage);
 }
 
 int64_t vllm_num_gpu_blocks(int64_t available, int64_t page, int64_t layers) {
@@ -120,7 +162,10 @@ double vllm_max_concurrency(int64_t n, int64_t max_model_len, int64_t block_size
 
 int64_t vllm_kv_cache_tokens(int64_t n, int64_t max_model_len, int64_t block_size) {
   const double c = static_cast<double>(n) / static_cast<double>(cdiv(max_model_len, block_size));
-  return static_cast<int64_t>(c * static_cast<double>(max_model_len));
+  const double tokens = c * static_cast<double>(max_model_len);
+  require(tokens < 9.2e18,
+          fmt::format("KV cache size of {} tokens is out of the 64-bit range", tokens));
+  return static_cast<int64_t>(tokens);
 }
 
 std::string format_thousands(int64_t value) {
@@ -148,17 +193,22 @@ Plan compute_plan(const PlanInputs& in) {
   } catch (const std::invalid_argument& e) {
     throw PlanError(e.what());
   }
+  validate_model_bounds(in.model);
   const ModelSpec& m = in.model;
-  require(std::isfinite(in.gpu.vram_gib) && in.gpu.vram_gib > 0,
-          fmt::format("--vram-gib must be > 0 (got {})", in.gpu.vram_gib));
+  require(std::isfinite(in.gpu.vram_gib) && in.gpu.vram_gib > 0 && in.gpu.vram_gib <= kMaxVramGib,
+          fmt::format("--vram-gib must be in (0, {:g}] (got {:g})", kMaxVramGib, in.gpu.vram_gib));
   require(in.gpu_memory_utilization > 0 && in.gpu_memory_utilization <= 1,
           fmt::format("--gpu-memory-utilization must be in (0, 1] (got {})",
                       in.gpu_memory_utilization));
-  require(std::isfinite(in.overhead_gib) && in.overhead_gib >= 0,
-          fmt::format("--overhead-gib must be >= 0 (got {})", in.overhead_gib));
-  require(!in.weights_gib || (std::isfinite(*in.weights_gib) && *in.weights_gib >= 0),
-          fmt::format("--weights-gib must be >= 0 (got {})", in.weights_gib.value_or(0)));
-  require(in.block_size > 0, fmt::format("--block-size must be > 0 (got {})", in.block_size));
+  require(
+      std::isfinite(in.overhead_gib) && in.overhead_gib >= 0 && in.overhead_gib <= kMaxVramGib,
+      fmt::format("--overhead-gib must be in [0, {:g}] (got {:g})", kMaxVramGib, in.overhead_gib));
+  require(!in.weights_gib || (std::isfinite(*in.weights_gib) && *in.weights_gib >= 0 &&
+                              *in.weights_gib <= kMaxVramGib),
+          fmt::format("--weights-gib must be in [0, {:g}] (got {:g})", kMaxVramGib,
+                      in.weights_gib.value_or(0)));
+  require(in.block_size > 0 && in.block_size <= kMaxBlockSize,
+          fmt::format("--block-size must be in [1, {}] (got {})", kMaxBlockSize, in.block_size));
   require(in.max_model_len >= 0,
           fmt::format("--max-model-len must be > 0 (got {})", in.max_model_len));
   require(!in.concurrency || *in.concurrency > 0,
@@ -166,8 +216,9 @@ Plan compute_plan(const PlanInputs& in) {
   require(!in.num_gpu_blocks_override || *in.num_gpu_blocks_override > 0,
           fmt::format("--num-gpu-blocks-override must be > 0 (got {})",
                       in.num_gpu_blocks_override.value_or(0)));
-  require(in.tensor_parallel_size > 0,
-          fmt::format("--tensor-parallel-size must be > 0 (got {})", in.tensor_parallel_size));
+  require(in.tensor_parallel_size > 0 && in.tensor_parallel_size <= kMaxTensorParallelSize,
+          fmt::format("--tensor-parallel-size must be in [1, {}] (got {})", kMaxTensorParallelSize,
+                      in.tensor_parallel_size));
   if (m.num_attention_heads > 0) {
     require(m.num_attention_heads % in.tensor_parallel_size == 0,
             fmt::format("num_attention_heads ({}) is not divisible by --tensor-parallel-size ({})",
@@ -227,7 +278,7 @@ Plan compute_plan(const PlanInputs& in) {
   if (in.weights_gib) {
     p.weights_from_flag = true;
     p.weights_gib = *in.weights_gib;
-    p.weights_bytes = std::llround(*in.weights_gib * kGiB);
+    p.weights_bytes = to_bytes(*in.weights_gib * kGiB, "--weights-gib");
   } else {
     require(
         m.num_parameters > 0,
@@ -235,7 +286,7 @@ Plan compute_plan(const PlanInputs& in) {
     const auto [bytes, per_param] = weight_bytes(m, p.quantization, in.tensor_parallel_size);
     p.weight_bytes_per_param = per_param;
     p.weights_gib = bytes / kGiB;
-    p.weights_bytes = std::llround(bytes);
+    p.weights_bytes = to_bytes(bytes, "the weights");
   }
 
   // The lesson's arithmetic, operation for operation (Card.kv_budget_gib, max_concurrency,
@@ -244,16 +295,19 @@ Plan compute_plan(const PlanInputs& in) {
   p.kv_budget_gib = p.usable_gib - p.weights_gib - in.overhead_gib;
   const int64_t page = page_size_bytes(m, p.num_kv_heads_per_rank, p.kv_cache_dtype, in.block_size);
   p.page_size_bytes = page;
-  p.bytes_per_block = page * m.num_layers;
+  p.bytes_per_block = checked_mul(page, m.num_layers, "bytes per block");
   // Bytes per token over all layers: page / block_size is exact (page is block_size * ...).
-  p.kappa_bytes = page / in.block_size * m.num_layers;
-  p.kv_per_seq_bytes = p.kappa_bytes * p.max_model_len;
+  p.kappa_bytes = checked_mul(page / in.block_size, m.num_layers, "KV bytes per token");
+  p.kv_per_seq_bytes =
+      checked_mul(p.kappa_bytes, p.max_model_len, "KV bytes per sequence (kappa x max_model_len)");
   if (p.kv_budget_gib > 0) {
     const double per_seq_gib = static_cast<double>(p.kv_per_seq_bytes) / kGiB;
+    // Both quotients are below budget bytes (<= 1e6 GiB) / 1 byte: no int64 overflow.
     p.max_concurrency = static_cast<int64_t>(p.kv_budget_gib / per_seq_gib);
     if (in.concurrency) {
       p.max_context_tokens = static_cast<int64_t>(
-          p.kv_budget_gib * kGiB / static_cast<double>(p.kappa_bytes * *in.concurrency));
+          p.kv_budget_gib * kGiB /
+          (static_cast<double>(p.kappa_bytes) * static_cast<double>(*in.concurrency)));
     }
   } else if (in.concurrency) {
     p.max_context_tokens = 0;
@@ -261,8 +315,9 @@ Plan compute_plan(const PlanInputs& in) {
 
   // vLLM: requested = ceil(total * util); available = requested - non-KV memory.
   const double total_bytes = in.gpu.vram_gib * kGiB;
-  const auto requested = static_cast<int64_t>(std::ceil(total_bytes * in.gpu_memory_utilization));
-  const int64_t overhead_bytes = std::llround(in.overhead_gib * kGiB);
+  const int64_t requested =
+      to_bytes(std::ceil(total_bytes * in.gpu_memory_utilization), "--vram-gib x utilization");
+  const int64_t overhead_bytes = to_bytes(in.overhead_gib * kGiB, "--overhead-gib");
   p.kv_budget_bytes = requested - p.weights_bytes - overhead_bytes;
 
   if (!in.num_gpu_blocks_override && (p.kv_budget_gib <= 0 || p.kv_budget_bytes <= 0)) {
@@ -285,10 +340,12 @@ Plan compute_plan(const PlanInputs& in) {
   if (in.num_gpu_blocks_override) {
     p.num_gpu_blocks = *in.num_gpu_blocks_override;
     p.num_gpu_blocks_overridden = true;
-    available = *in.num_gpu_blocks_override * p.bytes_per_block;
+    available = checked_mul(*in.num_gpu_blocks_override, p.bytes_per_block,
+                            "--num-gpu-blocks-override x bytes per block");
   }
   p.blocks_per_request = cdiv(p.max_model_len, in.block_size);
-  const int64_t needed = p.bytes_per_block * p.blocks_per_request;
+  const int64_t needed =
+      checked_mul(p.bytes_per_block, p.blocks_per_request, "KV bytes of one max_model_len request");
   if (needed > available) {
     throw DoesNotFitError(fmt::format(
         "model '{}' does not fit on '{}': one request of max_model_len {} needs {} of KV cache "
@@ -296,7 +353,7 @@ Plan compute_plan(const PlanInputs& in) {
         "max_model_len that fits is {}",
         m.name, in.gpu.name, p.max_model_len, gib(static_cast<double>(needed)),
         p.blocks_per_request, in.block_size, gib(static_cast<double>(available)), p.num_gpu_blocks,
-        p.num_gpu_blocks * in.block_size));
+        checked_mul(p.num_gpu_blocks, in.block_size, "tokens of the KV cache")));
   }
   p.vllm_max_concurrency = vllm_max_concurrency(p.num_gpu_blocks, p.max_model_len, in.block_size);
   p.gpu_kv_cache_tokens = vllm_kv_cache_tokens(p.num_gpu_blocks, p.max_model_len, in.block_size);

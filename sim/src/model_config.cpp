@@ -1,6 +1,10 @@
 // Hugging Face config.json -> ModelSpec.
 #include "kvsim/sim/model_config.h"
 
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -8,10 +12,17 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kvsim/core/planner.h"
+
 namespace kvsim {
 namespace {
 
 using nlohmann::json;
+
+// Config-only bounds (the shape bounds are the planner's, planner.h): widths feed only the
+// parameter estimate, which is bounded as a whole; positions stay in the replay's int32 range.
+constexpr int64_t kMaxWidth = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = INT32_MAX;
 
 // Reads one config object; errors name the source, the line of the field and the field.
 class ConfigReader {
@@ -39,23 +50,30 @@ class ConfigReader {
     fail(field, fmt::format("expected a positive integer, got {}", v.dump()));
   }
 
-  int64_t required_int(const char* field) const {
-    if (!has(field)) fail(field, "missing (required)");
-    return positive_int(field);
+  // A positive integer <= max (the planner's shape bounds, planner.h).
+  int64_t bounded_int(const char* field, int64_t max) const {
+    const int64_t x = positive_int(field);
+    if (x > max) fail(field, fmt::format("{} is out of range [1, {}]", x, max));
+    return x;
   }
 
-  int64_t optional_int(const char* field, int64_t fallback) const {
-    return has(field) ? positive_int(field) : fallback;
+  int64_t required_int(const char* field, int64_t max) const {
+    if (!has(field)) fail(field, "missing (required)");
+    return bounded_int(field, max);
+  }
+
+  int64_t optional_int(const char* field, int64_t fallback, int64_t max) const {
+    return has(field) ? bounded_int(field, max) : fallback;
   }
 
   // Like optional_int but 0 is allowed (first_k_dense_replace, n_shared_experts).
-  int64_t optional_count(const char* field) const {
+  int64_t optional_count(const char* field, int64_t max) const {
     if (!has(field)) return 0;
     const json& v = obj_.at(field);
-    if ((v.is_number_integer() || v.is_number_unsigned()) && v.get<int64_t>() >= 0) {
+    if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= max) {
       return v.get<int64_t>();
     }
-    fail(field, fmt::format("expected a non-negative integer, got {}", v.dump()));
+    fail(field, fmt::format("expected an integer in [0, {}], got {}", max, v.dump()));
   }
 
   bool optional_bool(const char* field, bool fallback) const {
@@ -123,17 +141,17 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
 
   ModelSpec m;
   m.name = source;
-  m.num_layers = r.required_int("num_hidden_layers");
-  m.num_attention_heads = r.required_int("num_attention_heads");
-  m.num_kv_heads = r.optional_int("num_key_value_heads", m.num_attention_heads);
-  m.hidden_size = r.optional_int("hidden_size", 0);
-  m.intermediate_size = r.optional_int("intermediate_size", 0);
-  m.vocab_size = r.optional_int("vocab_size", 0);
+  m.num_layers = r.required_int("num_hidden_layers", kMaxNumLayers);
+  m.num_attention_heads = r.required_int("num_attention_heads", kMaxHeads);
+  m.num_kv_heads = r.optional_int("num_key_value_heads", m.num_attention_heads, kMaxHeads);
+  m.hidden_size = r.optional_int("hidden_size", 0, kMaxWidth);
+  m.intermediate_size = r.optional_int("intermediate_size", 0, kMaxWidth);
+  m.vocab_size = r.optional_int("vocab_size", 0, kMaxWidth);
   m.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
-  m.max_position_embeddings = r.optional_int("max_position_embeddings", 0);
+  m.max_position_embeddings = r.optional_int("max_position_embeddings", 0, kMaxPositions);
   m.dtype = serving_dtype(r.has("torch_dtype") || r.has("dtype") ? r : top);
   if (r.has("head_dim")) {
-    m.head_dim = r.positive_int("head_dim");
+    m.head_dim = r.bounded_int("head_dim", kMaxHeadDim);
   } else {
     if (m.hidden_size == 0) r.fail("head_dim", "missing, and hidden_size is missing too");
     if (m.hidden_size % m.num_attention_heads != 0) {
@@ -152,18 +170,18 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
   // MLA.
   if (r.has("kv_lora_rank")) {
     m.use_mla = true;
-    m.kv_lora_rank = r.positive_int("kv_lora_rank");
-    m.qk_rope_head_dim = r.required_int("qk_rope_head_dim");
-    shapes.qk_nope_head_dim = r.optional_int("qk_nope_head_dim", 0);
-    shapes.v_head_dim = r.optional_int("v_head_dim", 0);
-    shapes.q_lora_rank = r.optional_int("q_lora_rank", 0);
+    m.kv_lora_rank = r.bounded_int("kv_lora_rank", kMaxHeadDim);
+    m.qk_rope_head_dim = r.required_int("qk_rope_head_dim", kMaxHeadDim);
+    shapes.qk_nope_head_dim = r.optional_int("qk_nope_head_dim", 0, kMaxHeadDim);
+    shapes.v_head_dim = r.optional_int("v_head_dim", 0, kMaxHeadDim);
+    shapes.q_lora_rank = r.optional_int("q_lora_rank", 0, kMaxWidth);
     if (!r.has("head_dim") && shapes.qk_nope_head_dim > 0) {
       m.head_dim = shapes.qk_nope_head_dim + m.qk_rope_head_dim;
     }
   }
   // Sliding window.
   if (r.has("sliding_window") && r.optional_bool("use_sliding_window", true)) {
-    m.sliding_window = r.positive_int("sliding_window");
+    m.sliding_window = r.bounded_int("sliding_window", kMaxPositions);
     if (r.has("layer_types") && r.object()["layer_types"].is_array()) {
       int64_t sliding = 0;
       for (const json& t : r.object()["layer_types"]) {
@@ -178,17 +196,19 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
   // Mixture of experts.
   for (const char* f : {"n_routed_experts", "num_local_experts", "num_experts"}) {
     if (r.has(f)) {
-      m.num_experts = r.positive_int(f);
+      m.num_experts = r.bounded_int(f, kMaxHeads);
       break;
     }
   }
   if (m.num_experts > 0) {
-    m.num_experts_per_tok = r.required_int("num_experts_per_tok");
+    m.num_experts_per_tok = r.required_int("num_experts_per_tok", m.num_experts);
     // Mixtral-style configs give the expert width as intermediate_size.
-    shapes.moe_intermediate_size = r.optional_int("moe_intermediate_size", m.intermediate_size);
-    shapes.num_shared_experts = r.optional_count("n_shared_experts");
-    shapes.shared_expert_intermediate = r.optional_count("shared_expert_intermediate_size");
-    shapes.first_k_dense_replace = r.optional_count("first_k_dense_replace");
+    shapes.moe_intermediate_size =
+        r.optional_int("moe_intermediate_size", m.intermediate_size, kMaxWidth);
+    shapes.num_shared_experts = r.optional_count("n_shared_experts", kMaxHeads);
+    shapes.shared_expert_intermediate =
+        r.optional_count("shared_expert_intermediate_size", kMaxWidth);
+    shapes.first_k_dense_replace = r.optional_count("first_k_dense_replace", kMaxNumLayers);
   }
   shapes.attention_bias =
       r.optional_bool("attention_bias", r.optional_string("model_type") == "qwen2");
@@ -210,6 +230,12 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
   }
 
   const ParameterEstimate est = estimate_parameters(m, shapes);
+  if (est.total > kMaxNumParams) {
+    throw std::runtime_error(fmt::format(
+        "{}: the shapes give {:g} parameters, more than the planner's limit of {:g} (check "
+        "hidden_size, intermediate_size, vocab_size and num_hidden_layers)",
+        source, est.total, kMaxNumParams));
+  }
   m.num_parameters = est.total;
   m.num_active_parameters = est.active;
   m.num_parameters_estimated = est.total > 0;
@@ -222,8 +248,15 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
 }
 
 ModelSpec load_hf_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw std::runtime_error(fmt::format("{}: is a directory, not a config.json file", path));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open config file", path));
+  if (!in) {
+    throw std::runtime_error(
+        fmt::format("{}: cannot open config file: {}", path, std::strerror(errno)));
+  }
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) throw std::runtime_error(fmt::format("{}: read error", path));

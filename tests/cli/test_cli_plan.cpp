@@ -149,19 +149,23 @@ TEST(CliPlanErrors, UnknownModelListsTheKnownOnes) {
 }
 
 TEST(CliPlanErrors, BadSizes) {
-  expect_error("plan --model qwen2.5-7b --vram-gib -24", "--vram-gib must be > 0");
-  expect_error("plan --model qwen2.5-7b --vram-gib 0", "--vram-gib must be > 0");
+  expect_error("plan --model qwen2.5-7b --vram-gib -24",
+               "--vram-gib must be in (0, 1e+06] (got -24)");
+  expect_error("plan --model qwen2.5-7b --vram-gib 0", "--vram-gib must be in (0, 1e+06] (got 0)");
   expect_error("plan --model qwen2.5-7b --gpu-memory-utilization 1.2",
                "--gpu-memory-utilization must be in (0, 1]");
   expect_error("plan --model qwen2.5-7b --gpu-memory-utilization 0",
                "--gpu-memory-utilization must be in (0, 1]");
-  expect_error("plan --model qwen2.5-7b --overhead-gib -1", "--overhead-gib must be >= 0");
-  expect_error("plan --model qwen2.5-7b --weights-gib -2", "--weights-gib must be >= 0");
+  expect_error("plan --model qwen2.5-7b --overhead-gib -1",
+               "--overhead-gib must be in [0, 1e+06] (got -1)");
+  expect_error("plan --model qwen2.5-7b --weights-gib -2",
+               "--weights-gib must be in [0, 1e+06] (got -2)");
   expect_error("plan --model qwen2.5-7b --max-model-len 0", "--max-model-len must be > 0");
-  expect_error("plan --model qwen2.5-7b --block-size -16", "--block-size must be > 0");
+  expect_error("plan --model qwen2.5-7b --block-size -16",
+               "--block-size must be in [1, 1048576] (got -16)");
   expect_error("plan --model qwen2.5-7b --concurrency 0", "--concurrency must be > 0");
   expect_error("plan --num-layers -1 --num-kv-heads 8 --head-dim 128 --weights-gib 1",
-               "--num-layers must be > 0");
+               "--num-layers must be in [1, 1024] (got -1)");
   expect_error("plan --model qwen2.5-7b --vram-gib lots", "--vram-gib");
   expect_error("plan --model qwen2.5-7b --kv-cache-dtype int4", "--kv-cache-dtype");
   expect_error("plan --model qwen2.5-7b --quantization bnb", "--quantization");

@@ -311,6 +311,94 @@ TEST(PlannerErrors, InvalidInputs) {
   });
 }
 
+// The PlanError message compute_plan throws ("" if none).
+std::string plan_error(const PlanInputs& in) {
+  try {
+    compute_plan(in);
+  } catch (const PlanError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+TEST(PlannerErrors, ShapeAndCardBoundsNameTheField) {
+  // The reviewer's inputs: each once overflowed int64 (negative kappa, kappa 0, UB on a
+  // double->int64 conversion, a budget silently capped at INT64_MAX).
+  PlanInputs in = lesson_inputs();
+  in.model.num_layers = INT64_MAX;
+  EXPECT_EQ(plan_error(in),
+            "model 'qwen2.5-7b': num_layers must be in [1, 1024] (got "
+            "9223372036854775807)");
+  in = lesson_inputs();
+  in.model.num_layers = int64_t{1} << 62;
+  in.model.head_dim = 4;
+  EXPECT_EQ(plan_error(in),
+            "model 'qwen2.5-7b': num_layers must be in [1, 1024] (got "
+            "4611686018427387904)");
+  in = lesson_inputs();
+  in.model.num_kv_heads = 65537;
+  in.model.num_attention_heads = 0;
+  EXPECT_EQ(plan_error(in), "model 'qwen2.5-7b': num_kv_heads must be in [1, 65536] (got 65537)");
+  in = lesson_inputs();
+  in.model.head_dim = 65537;
+  EXPECT_EQ(plan_error(in), "model 'qwen2.5-7b': head_dim must be in [1, 65536] (got 65537)");
+  in = lesson_inputs();
+  in.model.num_parameters = 1e300;
+  EXPECT_EQ(plan_error(in), "model 'qwen2.5-7b': num_parameters must be <= 1e+15 (got 1e+300)");
+  in = lesson_inputs();
+  in.gpu.vram_gib = 1e308;
+  EXPECT_EQ(plan_error(in), "--vram-gib must be in (0, 1e+06] (got 1e+308)");
+  in.gpu.vram_gib = 1e12;
+  EXPECT_EQ(plan_error(in), "--vram-gib must be in (0, 1e+06] (got 1e+12)");
+  in = lesson_inputs();
+  in.overhead_gib = 1e300;
+  EXPECT_EQ(plan_error(in), "--overhead-gib must be in [0, 1e+06] (got 1e+300)");
+  in = lesson_inputs();
+  in.weights_gib = 1e300;
+  EXPECT_EQ(plan_error(in), "--weights-gib must be in [0, 1e+06] (got 1e+300)");
+  in = lesson_inputs();
+  in.block_size = int64_t{1} << 40;
+  EXPECT_EQ(plan_error(in), "--block-size must be in [1, 1048576] (got 1099511627776)");
+  in = lesson_inputs();
+  in.tensor_parallel_size = int64_t{1} << 40;
+  EXPECT_EQ(plan_error(in), "--tensor-parallel-size must be in [1, 65536] (got 1099511627776)");
+}
+
+TEST(PlannerErrors, ByteArithmeticIsOverflowChecked) {
+  // Within the bounds, a huge max_model_len (or override) can still leave int64.
+  PlanInputs in = lesson_inputs();
+  in.max_model_len = 9'000'000'000'000'000'000;
+  EXPECT_EQ(plan_error(in),
+            "KV bytes per sequence (kappa x max_model_len) overflows 64-bit integers (57344 x "
+            "9000000000000000000)");
+  in = lesson_inputs();
+  in.num_gpu_blocks_override = 9'000'000'000'000'000'000;
+  EXPECT_EQ(plan_error(in),
+            "--num-gpu-blocks-override x bytes per block overflows 64-bit integers "
+            "(9000000000000000000 x 917504)");
+  // Every bound at once: the block (2^20 tokens x 2^16 heads x 2^16 dims x 2 x 2 B = 2^54 B per
+  // layer, x 1024 layers) leaves int64, and says so.
+  in = lesson_inputs();
+  in.model.num_layers = kMaxNumLayers;
+  in.model.num_kv_heads = kMaxHeads;
+  in.model.num_attention_heads = kMaxHeads;
+  in.model.head_dim = kMaxHeadDim;
+  in.block_size = kMaxBlockSize;
+  in.gpu.vram_gib = kMaxVramGib;
+  EXPECT_EQ(plan_error(in), "bytes per block overflows 64-bit integers (18014398509481984 x 1024)");
+  // With vLLM's block size the largest model shape is plain arithmetic (and does not fit).
+  in.block_size = 16;
+  EXPECT_THROW(compute_plan(in), DoesNotFitError);
+  // A huge --concurrency is a valid (if silly) question: S_max is 0, not UB.
+  in = lesson_inputs();
+  in.concurrency = 9'000'000'000'000'000'000;
+  EXPECT_EQ(compute_plan(in).max_context_tokens, 0);
+  // page_size_bytes on its own is checked too.
+  ModelSpec m = find_model_preset("qwen2.5-7b");
+  m.head_dim = int64_t{1} << 40;
+  EXPECT_THROW(page_size_bytes(m, int64_t{1} << 20, "float32", int64_t{1} << 20), PlanError);
+}
+
 TEST(PlannerPresets, LookupIsCaseInsensitiveAndListsNames) {
   EXPECT_EQ(find_model_preset("Qwen2.5-7B").num_layers, 28);
   EXPECT_EQ(find_gpu_preset("H200-141G").vram_gib, 141);

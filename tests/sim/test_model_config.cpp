@@ -155,6 +155,43 @@ TEST(ModelConfigErrors, EachBadFieldIsNamed) {
   EXPECT_NE(parse_error("").find("malformed JSON"), std::string::npos);
 }
 
+TEST(ModelConfigErrors, ShapesBeyondThePlannersBoundsAreNamed) {
+  EXPECT_EQ(parse_error(R"({"num_hidden_layers": 9223372036854775807, "num_attention_heads": 8,
+                           "head_dim": 64})"),
+            "cfg.json:1: field 'num_hidden_layers': 9223372036854775807 is out of range [1, 1024]");
+  EXPECT_EQ(parse_error(R"({"num_hidden_layers": 2,
+  "num_attention_heads": 8, "head_dim": 4611686018427387904})"),
+            "cfg.json:2: field 'head_dim': 4611686018427387904 is out of range [1, 65536]");
+  EXPECT_EQ(
+      parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 100000, "head_dim": 8})"),
+      "cfg.json:1: field 'num_attention_heads': 100000 is out of range [1, 65536]");
+  // An unsigned beyond int64 is not silently wrapped.
+  EXPECT_EQ(parse_error(R"({"num_hidden_layers": 18446744073709551615, "num_attention_heads": 8,
+                           "head_dim": 64})"),
+            "cfg.json:1: field 'num_hidden_layers': expected a positive integer, got "
+            "18446744073709551615");
+  // MLA widths whose sum used to overflow.
+  EXPECT_EQ(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+                           "kv_lora_rank": 9223372036854775807, "qk_rope_head_dim": 64})"),
+            "cfg.json:2: field 'kv_lora_rank': 9223372036854775807 is out of range [1, 65536]");
+  // Shapes each in range whose parameter estimate is absurd: ~1024 layers x 3 x (2^24)^2 MLP.
+  EXPECT_EQ(parse_error(R"({"num_hidden_layers": 1024, "num_attention_heads": 8, "head_dim": 64,
+                           "hidden_size": 16777216, "intermediate_size": 16777216,
+                           "vocab_size": 1000})"),
+            "cfg.json: the shapes give 8.64726e+17 parameters, more than the planner's limit of "
+            "1e+15 (check hidden_size, intermediate_size, vocab_size and num_hidden_layers)");
+}
+
+TEST(ModelConfigErrors, DirectoryIsNamedAsSuch) {
+  const std::string dir = data("traces");
+  try {
+    load_hf_config(dir);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": is a directory, not a config.json file");
+  }
+}
+
 TEST(ModelConfigErrors, MissingFile) {
   try {
     load_hf_config(data("does-not-exist.json"));

@@ -29,6 +29,18 @@ namespace kvsim {
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// Input bounds, far beyond any real model or card (the largest models have ~130 layers, 128 KV
+// heads of <= 576 dims, 2e12 parameters; the largest cards ~200 GiB). compute_plan rejects values
+// outside them with a PlanError naming the field, and still does its int64 byte arithmetic with
+// overflow checks (a huge max_model_len x a huge model can exceed int64 within the bounds).
+inline constexpr int64_t kMaxNumLayers = 1024;
+inline constexpr int64_t kMaxHeads = 65536;    // num_kv_heads, num_attention_heads
+inline constexpr int64_t kMaxHeadDim = 65536;  // head_dim, kv_lora_rank, qk_rope_head_dim
+inline constexpr double kMaxVramGib = 1e6;     // also bounds --overhead-gib and --weights-gib
+inline constexpr double kMaxNumParams = 1e15;
+inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
+inline constexpr int64_t kMaxTensorParallelSize = 65536;
+
 // Invalid input (a size out of range, an unknown dtype, a TP size that does not divide heads).
 class PlanError : public std::invalid_argument {
  public:
