@@ -12,12 +12,20 @@
 namespace kvsim {
 
 int64_t StepTimeModel::step_time_ns(const StepWork& work) const {
-  return std::llround(estimate(work).total_s * 1e9);
+  const double s = estimate(work).total_s;
+  if (!(s >= 0 && s <= kMaxStepSeconds)) {
+    throw std::runtime_error(fmt::format(
+        "step time model {} gives {:g} s for a step of {} tokens in {} sequences (limit {:g} s "
+        "per step)",
+        describe(), s, work.num_tokens(), work.num_seqs, kMaxStepSeconds));
+  }
+  return std::llround(s * 1e9);
 }
 
 FixedStepTime::FixedStepTime(double ms) : ms_(ms) {
-  if (!(ms > 0.0) || !std::isfinite(ms)) {
-    throw std::invalid_argument(fmt::format("fixed step time must be > 0 ms, got {}", ms));
+  if (!(ms > 0.0 && ms <= kMaxStepSeconds * 1e3)) {
+    throw std::invalid_argument(fmt::format(
+        "fixed step time must be in (0, {:g}] ms (one hour), got {:g}", kMaxStepSeconds * 1e3, ms));
   }
 }
 
@@ -41,9 +49,13 @@ void require_positive(double v, const char* what) {
   }
 }
 
+// Utilisations below 0.1% are typos (and would make a step take years).
+constexpr double kMinUtilisation = 1e-3;
+
 void require_fraction(double v, const char* what) {
-  if (!(v > 0.0 && v <= 1.0)) {
-    throw std::invalid_argument(fmt::format("{} must be in (0, 1], got {}", what, v));
+  if (!(v >= kMinUtilisation && v <= 1.0)) {
+    throw std::invalid_argument(
+        fmt::format("{} must be in [{:g}, 1], got {:g}", what, kMinUtilisation, v));
   }
 }
 
@@ -71,9 +83,9 @@ RooflineStepTime::RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, Ro
   require_positive(gpu_.hbm_bytes_per_s, "GPU hbm_bytes_per_s");
   require_fraction(params_.mfu, "mfu");
   require_fraction(params_.mbu, "mbu");
-  if (!(params_.overhead_ms >= 0.0) || !std::isfinite(params_.overhead_ms)) {
-    throw std::invalid_argument(
-        fmt::format("overhead_ms must be >= 0, got {}", params_.overhead_ms));
+  if (!(params_.overhead_ms >= 0.0 && params_.overhead_ms <= kMaxStepSeconds * 1e3)) {
+    throw std::invalid_argument(fmt::format("overhead_ms must be in [0, {:g}] (one hour), got {:g}",
+                                            kMaxStepSeconds * 1e3, params_.overhead_ms));
   }
   if (params_.tensor_parallel_size < 1) {
     throw std::invalid_argument(

@@ -142,6 +142,29 @@ TEST(RooflineStepTime, RejectsBadShapesAndParams) {
   EXPECT_THROW(RooflineStepTime(llama8b(), h100(), p), std::invalid_argument);
 }
 
+TEST(StepTimeModel, RefusesAStepLongerThanOneHour) {
+  // 1 mfu-limited step of 2^40 x 2^20 attention pairs: ~4e18 FLOPs / (989e12 * 0.001) s, far
+  // beyond an hour; the clock must get an error, not a clamped or overflowing value.
+  RooflineParams p;
+  p.mfu = 0.001;
+  const RooflineStepTime m(llama8b(), h100(), p);
+  StepWork w;
+  w.add_sequence(int64_t{1} << 40, int64_t{1} << 20, true);
+  const double s = m.estimate(w).total_s;
+  ASSERT_GT(s, kMaxStepSeconds);
+  try {
+    (void)m.step_time_ns(w);
+    FAIL() << "no error for a " << s << " s step";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("step time model {} gives {:g} s for a step of 1048576 tokens in 1 "
+                          "sequences (limit 3600 s per step)",
+                          m.describe(), s));
+  }
+  // One hour exactly is allowed.
+  EXPECT_EQ(FixedStepTime(3.6e6).step_time_ns(w), int64_t{3600} * 1'000'000'000);
+}
+
 TEST(ParseStepTimeSpec, FixedAndRooflineForms) {
   auto fixed = parse_step_time_spec("fixed:10", llama8b(), h100(), 1);
   EXPECT_EQ(fixed->step_time_ns(decode_batch(1, 1)), 10'000'000);
@@ -173,14 +196,18 @@ TEST(ParseStepTimeSpec, BadSpecsNameTheProblem) {
       {"fixed:", "MS must be a number"},
       {"fixed:abc", "MS must be a number, got 'abc'"},
       {"fixed:5ms", "MS must be a number, got '5ms'"},
-      {"fixed:-3", "must be > 0"},
-      {"fixed:0", "must be > 0"},
+      {"fixed:-3", "fixed step time must be in (0, 3.6e+06] ms (one hour), got -3"},
+      {"fixed:0", "fixed step time must be in (0, 3.6e+06] ms (one hour), got 0"},
+      {"fixed:1e300", "fixed step time must be in (0, 3.6e+06] ms (one hour), got 1e+300"},
+      {"fixed:3600000.5", "must be in (0, 3.6e+06] ms (one hour), got 3.6e+06"},
       {"gpu", "unknown model 'gpu'"},
       {"", "unknown model ''"},
       {"roofline:", "empty parameter list"},
-      {"roofline:mfu=2", "mfu must be in (0, 1], got 2"},
-      {"roofline:mbu=0", "mbu must be in (0, 1], got 0"},
-      {"roofline:overhead_ms=-1", "overhead_ms must be >= 0"},
+      {"roofline:mfu=2", "mfu must be in [0.001, 1], got 2"},
+      {"roofline:mbu=0", "mbu must be in [0.001, 1], got 0"},
+      {"roofline:mfu=1e-300", "mfu must be in [0.001, 1], got 1e-300"},
+      {"roofline:overhead_ms=-1", "overhead_ms must be in [0, 3.6e+06] (one hour), got -1"},
+      {"roofline:overhead_ms=1e300", "overhead_ms must be in [0, 3.6e+06] (one hour), got 1e+300"},
       {"roofline:mfu", "expected key=value, got 'mfu'"},
       {"roofline:mfu=0.4,", "trailing ','"},
       {"roofline:mfu=0.4,mfu=0.5", "'mfu' given twice"},

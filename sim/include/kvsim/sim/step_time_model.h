@@ -20,6 +20,12 @@
 
 namespace kvsim {
 
+// The longest one step may take: one hour. `fixed:MS` and the roofline's overhead_ms are bounded
+// by it, and step_time_ns() refuses a longer estimate, so the replay clock (int64 ns) cannot be
+// pushed past its range by one step and a run needs > 10^6 steps of the maximum to overflow it
+// (which the replay then reports as an error).
+inline constexpr double kMaxStepSeconds = 3600.0;
+
 // What one step computes, summed over its scheduled sequences.
 //
 // Fill it with add_sequence() once per scheduled sequence (O(1), no allocation); clear() between
@@ -71,10 +77,12 @@ class StepTimeModel {
   // One line naming the model and its parameters, e.g. for reports and JSON.
   virtual std::string describe() const = 0;
   // estimate(work).total_s in integer nanoseconds (rounded to nearest), the replay clock's unit.
+  // Throws std::runtime_error when the estimate is not finite or exceeds kMaxStepSeconds (a huge
+  // batch on a tiny mfu/mbu); such a step is a configuration error, not something to clamp.
   int64_t step_time_ns(const StepWork& work) const;
 };
 
-// `fixed:MS`: each non-empty step takes exactly `ms` milliseconds (ms > 0).
+// `fixed:MS`: each non-empty step takes exactly `ms` milliseconds (0 < ms <= 3.6e6, one hour).
 class FixedStepTime final : public StepTimeModel {
  public:
   explicit FixedStepTime(double ms);
@@ -127,7 +135,7 @@ struct RooflineParams {
 class RooflineStepTime final : public StepTimeModel {
  public:
   // Throws std::invalid_argument when a shape/GPU number is not positive or a parameter is out of
-  // range (mfu, mbu in (0, 1]; overhead_ms >= 0; tp >= 1).
+  // range (mfu, mbu in [0.001, 1]; 0 <= overhead_ms <= 3.6e6 (one hour); tp >= 1).
   RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, RooflineParams params = {});
   StepTimeBreakdown estimate(const StepWork& work) const override;
   std::string describe() const override;
