@@ -33,10 +33,17 @@ Request make_request(const TraceRequest& t, int64_t request_id) {
 int32_t default_max_model_len(const Trace& trace) {
   int64_t longest = 0;
   for (const TraceRequest& t : trace.requests) {
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(t.input_tokens) + t.output_tokens);
+    const int64_t length = static_cast<int64_t>(t.input_tokens) + t.output_tokens;
+    if (length + 1 > INT32_MAX) {
+      const TraceFieldNames names = trace_field_names(trace.format);
+      throw TraceError(trace.path, t.source_line, fmt::format("{}+{}", names.input, names.output),
+                       fmt::format("request of {} tokens; max_model_len (its length + 1) must fit "
+                                   "in 2^31 - 1 tokens",
+                                   length),
+                       fmt::format("{}+{}", t.input_tokens, t.output_tokens));
+    }
+    longest = std::max(longest, length);
   }
-  if (longest + 1 > INT32_MAX)
-    throw std::invalid_argument("trace: a request is longer than 2^31 tokens");
   return static_cast<int32_t>(longest + 1);
 }
 
@@ -59,7 +66,9 @@ class Engine {
  private:
   void arrive(size_t index);
   void reject(RequestRecord& rec, Request& r, RejectReason why);
-  void on_step(const SchedulerOutput& out, int64_t duration_ns);
+  // t_ + dt, or std::runtime_error instead of signed overflow.
+  void advance_clock(int64_t dt);
+  void on_step(const SchedulerOutput& out);
   bool after_update(const SchedulerOutput& out);  // true when a request finished
   void log_row(const SchedulerOutput& out, int64_t duration_ns);
   int64_t account_swaps(const SchedulerOutput& out);  // returns the transfer time (ns)
@@ -114,7 +123,7 @@ void Engine::arrive(size_t index) {
   sched_.add_request(&r);
 }
 
-void Engine::on_step(const SchedulerOutput& out, int64_t duration_ns) {
+void Engine::on_step(const SchedulerOutput& out) {
   for (const ScheduledRequest& s : out.scheduled) {
     RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
     if (rec.first_scheduled_ns < 0) rec.first_scheduled_ns = t_;
@@ -128,7 +137,6 @@ void Engine::on_step(const SchedulerOutput& out, int64_t duration_ns) {
   }
   ReplaySummary& sum = result_.summary;
   sum.steps += 1;
-  sum.busy_ns += duration_ns;
   sum.scheduled_tokens += out.total_num_scheduled_tokens;
   sum.prefill_tokens += out.num_prefill_tokens;
   sum.decode_tokens += out.num_decode_tokens;
@@ -203,6 +211,22 @@ void Engine::log_row(const SchedulerOutput& out, int64_t duration_ns) {
   result_.timeline.push_back(row);
 }
 
+void Engine::advance_clock(int64_t dt) {
+  // Arrivals are <= kMaxArrivalNs and steps <= kMaxStepSeconds, so only an absurdly long run
+  // (~1.3 million one-hour steps) gets here; it must be an error, never a wrapped clock.
+  ReplaySummary& sum = result_.summary;
+  int64_t t = 0;
+  int64_t busy = 0;
+  if (__builtin_add_overflow(t_, dt, &t) || __builtin_add_overflow(sum.busy_ns, dt, &busy)) {
+    throw std::runtime_error(fmt::format(
+        "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
+        "nanoseconds (292 years); use a shorter --step-time or trace",
+        sum.steps, t_, dt));
+  }
+  t_ = t;
+  sum.busy_ns = busy;
+}
+
 int64_t Engine::account_swaps(const SchedulerOutput& out) {
   ReplaySummary& sum = result_.summary;
   sum.swap_fallbacks += out.num_swap_fallbacks;
@@ -220,8 +244,13 @@ int64_t Engine::account_swaps(const SchedulerOutput& out) {
   // Transfers are serialised with the step's compute (no overlap modelled).
   const double bytes = static_cast<double>(out_blocks + in_blocks) *
                        static_cast<double>(config_.swap_bytes_per_block);
-  const auto ns =
-      static_cast<int64_t>(std::llround(bytes / config_.swap_bandwidth_bytes_per_s * 1e9));
+  const double seconds = bytes / config_.swap_bandwidth_bytes_per_s;
+  if (!(seconds <= kMaxStepSeconds)) {
+    throw std::runtime_error(fmt::format(
+        "swap transfer of {:g} bytes at {:g} bytes/s takes {:g} s in one step (limit {:g} s)",
+        bytes, config_.swap_bandwidth_bytes_per_s, seconds, kMaxStepSeconds));
+  }
+  const auto ns = static_cast<int64_t>(std::llround(seconds * 1e9));
   sum.swap_ns += ns;
   return ns;
 }
@@ -284,6 +313,11 @@ ReplayResult Engine::run() {
   records_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const TraceRequest& tr = trace_.requests[i];
+    if (tr.arrival_ns < 0 || tr.arrival_ns > kMaxArrivalNs) {
+      throw std::invalid_argument(
+          fmt::format("trace {}: arrival of request {} (line {}) is {} ns, outside [0, 2^62]",
+                      trace_.path, i, tr.source_line, tr.arrival_ns));
+    }
     if (i > 0 && tr.arrival_ns < trace_.requests[i - 1].arrival_ns) {
       throw std::invalid_argument(fmt::format(
           "trace {}: arrivals not sorted at request {} (line {})", trace_.path, i, tr.source_line));
@@ -340,8 +374,7 @@ ReplayResult Engine::run() {
       if (!out.swap_out.empty()) execute_batch(out);
       sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
       if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, swap_dt);
-      t_ += swap_dt;
-      sum.busy_ns += swap_dt;
+      advance_clock(swap_dt);
       if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
       if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
         Request* head = sched_.abort_waiting_head();
@@ -360,9 +393,9 @@ ReplayResult Engine::run() {
     execute_batch(out);
     const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
     new_work_ = false;
-    on_step(out, dt);
+    on_step(out);
     log_row(out, dt);
-    t_ += dt;
+    advance_clock(dt);
     sched_.update_from_output();
     const bool finished_any = after_update(out);
     // Thrash guard: only recomputation (no new position, nothing finished) counts as no progress.

@@ -89,6 +89,12 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
   }
   const int64_t header_line = reader.line_number();
   const std::vector<std::string> header = split_csv_header(line);
+  // A repeated name would make "the" column ambiguous (and one of them silently ignored).
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (!header[i].empty() && find_column(header, header[i]) != static_cast<int>(i)) {
+      throw TraceError(path, header_line, header[i], "column name given twice in the header", line);
+    }
+  }
 
   Columns c;
   switch (format) {

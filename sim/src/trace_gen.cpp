@@ -16,6 +16,13 @@ namespace {
 
 constexpr int64_t kMaxZipf = 1 << 20;
 constexpr int64_t kMaxRequests = int64_t{1} << 31;
+// Gamma gaps: cv outside this range is a typo, and its shape 1/cv^2 would underflow/overflow.
+constexpr double kMinCv = 1e-3;
+constexpr double kMaxCv = 1e3;
+// Shared-prefix content (hash ids or token ids, summed over the trace and the group prompts): 2^28
+// elements (2 GiB of hash ids). More is not a trace anyone can replay; fail fast instead of
+// allocating for minutes.
+constexpr int64_t kMaxGeneratedElements = int64_t{1} << 28;
 
 // Random streams (derive_seed's second argument).
 enum Stream : uint64_t {
@@ -54,17 +61,12 @@ std::vector<double> parse_numbers(std::string_view spec, std::string_view args, 
   return out;
 }
 
-int32_t clip_length(double v) {
-  if (std::isnan(v)) return 1;
-  return static_cast<int32_t>(
-      std::clamp<double>(std::nearbyint(v), 1.0, static_cast<double>(kMaxGeneratedLength)));
-}
-
-// Draws lengths for one distribution from its own stream.
+// Draws lengths for one distribution from its own stream, clipped to [1, max_length].
 class LengthSampler {
  public:
-  LengthSampler(const LengthDist& d, uint64_t seed, const std::vector<int32_t>* empirical)
-      : d_(d), rng_(seed), empirical_(empirical) {
+  LengthSampler(const LengthDist& d, uint64_t seed, const std::vector<int32_t>* empirical,
+                int64_t max_length)
+      : d_(d), rng_(seed), empirical_(empirical), max_length_(max_length) {
     if (d.kind == LengthDist::Kind::ZIPF) {
       const auto n = static_cast<size_t>(d.b);
       cdf_.resize(n);
@@ -108,12 +110,28 @@ class LengthSampler {
   }
 
  private:
+  int32_t clip_length(double v) const {
+    if (std::isnan(v)) return 1;
+    return static_cast<int32_t>(
+        std::clamp<double>(std::nearbyint(v), 1.0, static_cast<double>(max_length_)));
+  }
+
   LengthDist d_;
   Rng rng_;
   const std::vector<int32_t>* empirical_;
   std::vector<double> cdf_;
   size_t last_index_ = 0;
+  int64_t max_length_;
 };
+
+std::string too_much_prefix_content(const TraceGenOptions& o, int64_t requests) {
+  const bool hash_ids = o.prefix_encoding == PrefixEncoding::HASH_IDS;
+  return fmt::format(
+      "the shared-prefix content of {} requests exceeds the generator's limit of {} {} (lower "
+      "--num-requests, --input-len or --prefix-tokens{})",
+      requests, kMaxGeneratedElements, hash_ids ? "hash ids" : "token ids",
+      hash_ids ? ", or raise --hash-block-size" : "");
+}
 
 void validate(const TraceGenOptions& o) {
   const auto check = [](bool ok, const std::string& msg) {
@@ -125,8 +143,8 @@ void validate(const TraceGenOptions& o) {
                           o.arrival == GenArrival::CONSTANT;
   check(!needs_rate || (o.rate > 0 && std::isfinite(o.rate)),
         fmt::format("--rate must be > 0 requests per second (got {})", o.rate));
-  check(o.arrival != GenArrival::GAMMA || (o.cv > 0 && std::isfinite(o.cv)),
-        fmt::format("--cv must be > 0 (got {})", o.cv));
+  check(o.arrival != GenArrival::GAMMA || (o.cv >= kMinCv && o.cv <= kMaxCv),
+        fmt::format("--cv must be in [{:g}, {:g}] (got {:g})", kMinCv, kMaxCv, o.cv));
   check(o.arrival != GenArrival::BURST ||
             (o.burst_size >= 1 && o.burst_period_s > 0 && std::isfinite(o.burst_period_s)),
         fmt::format("burst arrivals need --burst-size >= 1 and --burst-period > 0 (got {}, {})",
@@ -134,6 +152,36 @@ void validate(const TraceGenOptions& o) {
   check(o.prefix_groups >= 0 && o.prefix_tokens >= 0,
         "--prefix-groups and --prefix-tokens must be >= 0");
   check(o.prefix_groups == 0 || o.prefix_tokens > 0, "--prefix-groups needs --prefix-tokens > 0");
+  if (o.prefix_groups > 0) {
+    // Every prompt is the prefix plus >= 1 drawn input token, at most kMaxGeneratedLength.
+    check(o.prefix_tokens < kMaxGeneratedLength,
+          fmt::format("--prefix-tokens must be < {} (the longest generated prompt; got {})",
+                      kMaxGeneratedLength, o.prefix_tokens));
+    // Fixed and uniform lengths cannot be clipped silently: their largest value must fit.
+    const LengthDist& in = o.input;
+    const bool bounded = in.kind == LengthDist::Kind::FIXED || in.kind == LengthDist::Kind::UNIFORM;
+    const double longest = in.kind == LengthDist::Kind::FIXED ? in.a : in.b;
+    check(!bounded || longest + o.prefix_tokens <= kMaxGeneratedLength,
+          fmt::format(
+              "--prefix-tokens {} + --input-len up to {:.0f} = {:.0f} tokens exceeds the longest "
+              "generated prompt ({} tokens)",
+              o.prefix_tokens, longest, longest + o.prefix_tokens, kMaxGeneratedLength));
+    // The least content every request gets (its input is >= 1 token, or exactly N for fixed:N);
+    // generate_trace() also checks the running total, for the distributions.
+    const bool hash_ids = o.prefix_encoding == PrefixEncoding::HASH_IDS;
+    const int64_t least_prompt =
+        o.prefix_tokens + (in.kind == LengthDist::Kind::FIXED ? static_cast<int64_t>(in.a) : 1);
+    const int64_t least_elements =
+        hash_ids ? (least_prompt + o.hash_block_size - 1) / o.hash_block_size : least_prompt;
+    check(o.num_requests <= kMaxGeneratedElements / least_elements,
+          too_much_prefix_content(o, o.num_requests));
+    if (!hash_ids) {
+      check(int64_t{o.prefix_groups} * o.prefix_tokens <= kMaxGeneratedElements,
+            fmt::format("--prefix-groups {} x --prefix-tokens {} token ids exceed the generator's "
+                        "limit of {}",
+                        o.prefix_groups, o.prefix_tokens, kMaxGeneratedElements));
+    }
+  }
   check(o.hash_block_size >= 1,
         fmt::format("--hash-block-size must be >= 1 (got {})", o.hash_block_size));
   check(o.vocab_size >= 1, "--vocab-size must be >= 1");
@@ -159,8 +207,8 @@ std::vector<int64_t> arrivals(const TraceGenOptions& o) {
         t = add_gap_ns(0, static_cast<double>(i) / o.rate);
         break;
       case GenArrival::BURST:
-        if (__builtin_mul_overflow(i / o.burst_size, period_ns, &t)) {
-          throw std::invalid_argument("burst arrivals overflow 292 years of nanoseconds");
+        if (__builtin_mul_overflow(i / o.burst_size, period_ns, &t) || t > kMaxArrivalNs) {
+          throw std::invalid_argument("burst arrivals exceed 2^62 ns (about 146 years)");
         }
         break;
       case GenArrival::ALL_AT_ONCE:
@@ -198,7 +246,9 @@ LengthDist parse_length_dist(std::string_view spec) {
   if (kind == "fixed") {
     d.kind = LengthDist::Kind::FIXED;
     d.a = parse_numbers(spec, args, 1)[0];
-    if (d.a < 1 || d.a != std::floor(d.a)) bad_spec(spec, "N must be an integer >= 1");
+    if (d.a < 1 || d.a > kMaxGeneratedLength || d.a != std::floor(d.a)) {
+      bad_spec(spec, fmt::format("N must be an integer in [1, {}]", kMaxGeneratedLength));
+    }
     return d;
   }
   if (kind != "uniform" && kind != "normal" && kind != "lognormal" && kind != "zipf") {
@@ -211,7 +261,7 @@ LengthDist parse_length_dist(std::string_view spec) {
     d.kind = LengthDist::Kind::UNIFORM;
     if (d.a != std::floor(d.a) || d.b != std::floor(d.b) || d.a < 1 || d.b < d.a ||
         d.b > kMaxGeneratedLength) {
-      bad_spec(spec, "needs integers 1 <= LO <= HI");
+      bad_spec(spec, fmt::format("needs integers 1 <= LO <= HI <= {}", kMaxGeneratedLength));
     }
   } else if (kind == "normal" || kind == "lognormal") {
     d.kind = kind == "normal" ? LengthDist::Kind::NORMAL : LengthDist::Kind::LOGNORMAL;
@@ -246,8 +296,12 @@ std::vector<TraceRequest> generate_trace(const TraceGenOptions& o) {
   const bool joint = o.input.kind == Kind::EMPIRICAL && o.output.kind == Kind::EMPIRICAL &&
                      o.input.path == o.output.path;
 
-  LengthSampler input(o.input, derive_seed(o.seed, INPUT), &input_pool);
-  LengthSampler output(o.output, derive_seed(o.seed, OUTPUT), &output_pool);
+  // Input draws leave room for the shared prefix (validate() made sure fixed/uniform fit).
+  const int64_t prefix = o.prefix_groups > 0 ? o.prefix_tokens : 0;
+  LengthSampler input(o.input, derive_seed(o.seed, INPUT), &input_pool,
+                      kMaxGeneratedLength - prefix);
+  LengthSampler output(o.output, derive_seed(o.seed, OUTPUT), &output_pool, kMaxGeneratedLength);
+  int64_t elements = 0;  // shared-prefix content generated so far (kMaxGeneratedElements)
   Rng group_rng(derive_seed(o.seed, GROUPS));
   Rng priority_rng(derive_seed(o.seed, PRIORITY));
   Rng token_rng(derive_seed(o.seed, TOKENS));
@@ -282,10 +336,16 @@ std::vector<TraceRequest> generate_trace(const TraceGenOptions& o) {
     }
     if (groups) {
       const auto g = static_cast<size_t>(group_rng.uniform_int(0, o.prefix_groups - 1));
-      in = static_cast<int32_t>(std::min<int64_t>(int64_t{in} + o.prefix_tokens, INT32_MAX));
+      in += o.prefix_tokens;  // <= kMaxGeneratedLength (the sampler's bound)
+      const int64_t n_elements =
+          o.prefix_encoding == PrefixEncoding::HASH_IDS ? (int64_t{in} + bs - 1) / bs : in;
+      elements += n_elements;
+      if (elements > kMaxGeneratedElements) {
+        throw std::invalid_argument(too_much_prefix_content(o, static_cast<int64_t>(i) + 1));
+      }
       if (o.prefix_encoding == PrefixEncoding::HASH_IDS) {
         auto ids = std::make_shared<std::vector<uint64_t>>();
-        const int64_t n_blocks = (int64_t{in} + bs - 1) / bs;
+        const int64_t n_blocks = n_elements;
         ids->reserve(static_cast<size_t>(n_blocks));
         for (int64_t k = 0; k < n_blocks; ++k) {
           ids->push_back(k < prefix_blocks ? static_cast<uint64_t>(g) * prefix_blocks + k

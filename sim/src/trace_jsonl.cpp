@@ -1,6 +1,8 @@
 // JSON Lines layouts: Mooncake, Bailian and kvsim's own. Each line is parsed with nlohmann-json's
 // SAX interface into a few named slots (no DOM), keeping the original text of numbers so that
 // float seconds convert to nanoseconds exactly.
+#include <algorithm>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -17,6 +19,19 @@ namespace kvsim::detail {
 namespace {
 
 using json = nlohmann::json;
+
+// "[json.exception.parse_error.101] parse error at line 1, column 9: ..." -> "column 9: ...";
+// "[json.exception.out_of_range.406] number overflow parsing '1e400'" -> "number overflow ...".
+std::string json_error_text(const std::exception& ex) {
+  std::string msg = ex.what();
+  const size_t at = msg.find("column ");
+  if (at != std::string::npos) return msg.substr(at);
+  if (msg.starts_with("[json.exception.")) {
+    const size_t close = msg.find("] ");
+    if (close != std::string::npos) return msg.substr(close + 2);
+  }
+  return msg;
+}
 
 // One top-level value of the record.
 struct Slot {
@@ -49,9 +64,13 @@ class FlatObjectHandler : public nlohmann::json_sax<json> {
     current_ = -1;
     error_.clear();
     not_object_ = false;
+    seen_keys_.clear();
+    duplicate_key_.clear();
   }
   const Slot& slot(size_t i) const { return slots_[i]; }
   const std::string& error() const { return error_; }
+  // A top-level key given twice (the parse stops there); empty if none.
+  const std::string& duplicate_key() const { return duplicate_key_; }
   bool not_object() const { return not_object_; }
 
   bool null() override { return scalar(Slot::NUL, "null"); }
@@ -105,6 +124,12 @@ class FlatObjectHandler : public nlohmann::json_sax<json> {
   }
   bool key(string_t& k) override {
     if (depth_ != 1) return true;
+    // A DOM parser would silently keep the last value of a repeated key: refuse it instead.
+    if (std::find(seen_keys_.begin(), seen_keys_.end(), k) != seen_keys_.end()) {
+      duplicate_key_ = k;
+      return false;
+    }
+    seen_keys_.push_back(k);
     current_ = -1;
     for (size_t i = 0; i < names_.size(); ++i) {
       if (names_[i] == k) current_ = static_cast<int>(i);
@@ -113,10 +138,7 @@ class FlatObjectHandler : public nlohmann::json_sax<json> {
   }
   bool parse_error(std::size_t, const std::string&,
                    const nlohmann::detail::exception& ex) override {
-    // "[json.exception.parse_error.101] parse error at line 1, column 9: ..." -> "column 9: ...".
-    std::string msg = ex.what();
-    const size_t at = msg.find("column ");
-    error_ = at == std::string::npos ? msg : msg.substr(at);
+    error_ = json_error_text(ex);
     return false;
   }
 
@@ -155,6 +177,8 @@ class FlatObjectHandler : public nlohmann::json_sax<json> {
   int current_ = -1;
   std::string error_;
   bool not_object_ = false;
+  std::vector<std::string> seen_keys_;  // records have a handful of keys: a linear scan is fine
+  std::string duplicate_key_;
 };
 
 // Slot indices per layout.
@@ -197,6 +221,9 @@ class RecordParser {
     handler_.reset();
     const bool ok = json::sax_parse(line.begin(), line.end(), &handler_);
     if (handler_.not_object()) fail("record", "not a JSON object", line);
+    if (!handler_.duplicate_key().empty()) {
+      fail(handler_.duplicate_key(), "key given twice in the record", line);
+    }
     if (!ok) {
       fail("record",
            terminated ? fmt::format("malformed JSON: {}", handler_.error())
@@ -333,10 +360,18 @@ class RecordParser {
 
 }  // namespace
 
-TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& path) {
-  const json j = json::parse(first_line.begin(), first_line.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    throw TraceError(path, 1, "record", "first line is not a JSON object", first_line);
+TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& path,
+                                int64_t line_number) {
+  json j;
+  try {
+    j = json::parse(first_line.begin(), first_line.end());
+  } catch (const json::exception& e) {
+    // The same words as for any other line (RecordParser), so the cause is visible.
+    throw TraceError(path, line_number, "record",
+                     fmt::format("malformed JSON: {}", json_error_text(e)), first_line);
+  }
+  if (!j.is_object()) {
+    throw TraceError(path, line_number, "record", "not a JSON object", first_line);
   }
   if (j.contains("input_tokens") || j.contains("arrival_s")) return TraceFormat::KVSIM;
   if (j.contains("input_length")) {
@@ -346,7 +381,7 @@ TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& 
                          (j.contains("timestamp") && j["timestamp"].is_number_float());
     return bailian ? TraceFormat::BAILIAN : TraceFormat::MOONCAKE;
   }
-  throw TraceError(path, 1, "record",
+  throw TraceError(path, line_number, "record",
                    "unknown JSONL layout (expected input_tokens (kvsim) or input_length "
                    "(Mooncake/Bailian); use --format)",
                    first_line);

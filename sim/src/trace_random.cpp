@@ -7,6 +7,8 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/sim/trace.h"
+
 namespace kvsim {
 
 uint64_t derive_seed(uint64_t seed, uint64_t stream) {
@@ -63,9 +65,11 @@ double Rng::gamma(double shape) {
 
 int64_t add_gap_ns(int64_t t, double gap_s) {
   const double gap_ns = gap_s * 1e9;
-  if (!(gap_ns >= 0) || gap_ns > 9.2e18 - static_cast<double>(t)) {
-    throw std::invalid_argument(
-        fmt::format("arrival times overflow 292 years of nanoseconds (gap {} s)", gap_s));
+  if (!(gap_ns >= 0) || gap_ns > static_cast<double>(kMaxArrivalNs - t)) {
+    throw std::invalid_argument(fmt::format(
+        "arrival times exceed 2^62 ns (about 146 years): a gap of {:g} s after {} ns (rate too "
+        "low?)",
+        gap_s, t));
   }
   return t + std::llround(gap_ns);
 }

@@ -53,10 +53,24 @@ void validate(const TraceReadOptions& o) {
   }
 }
 
-void rebase(std::vector<TraceRequest>& reqs) {
+std::string seconds_text(int64_t ns) {
+  return fmt::format("{}.{:09d} s", ns / 1'000'000'000, ns % 1'000'000'000);
+}
+
+// Arrivals relative to the first (sorted) request, each at most kMaxArrivalNs.
+void rebase(std::vector<TraceRequest>& reqs, const std::string& path, TraceFormat format) {
   if (reqs.empty()) return;
   const int64_t base = reqs.front().arrival_ns;
-  for (auto& r : reqs) r.arrival_ns -= base;
+  for (auto& r : reqs) {
+    int64_t rel = 0;
+    const bool overflow = __builtin_sub_overflow(r.arrival_ns, base, &rel);
+    if (overflow || rel > kMaxArrivalNs) {
+      throw TraceError(path, r.source_line, std::string(trace_field_names(format).arrival),
+                       "arrival more than 2^62 ns (about 146 years) after the first request",
+                       overflow ? "beyond 292 years" : seconds_text(rel));
+    }
+    r.arrival_ns = rel;
+  }
 }
 
 void by_file_order(std::vector<TraceRequest>& reqs) {
@@ -101,12 +115,33 @@ ArrivalMode parse_arrival_mode(std::string_view name) {
 
 TraceError::TraceError(std::string path, int64_t line, std::string field, std::string problem,
                        std::string_view value)
-    : std::runtime_error(fmt::format("{}:{}: field '{}': {} (got '{}')", path, line, field, problem,
-                                     detail::clip_for_message(value))),
+    : std::runtime_error(fmt::format(
+          "{}:{}: field '{}': {} (got '{}')", path, line, detail::clip_for_message(field),
+          detail::clip_for_message(problem, 1000), detail::clip_for_message(value))),
       path_(std::move(path)),
       line_(line),
       field_(std::move(field)),
       problem_(std::move(problem)) {}
+
+TraceFieldNames trace_field_names(TraceFormat format) {
+  switch (format) {
+    case TraceFormat::AZURE:
+      return {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
+    case TraceFormat::VIDUR:
+      return {"arrived_at", "num_prefill_tokens", "num_decode_tokens"};
+    case TraceFormat::BURSTGPT:
+      return {"Timestamp", "Request tokens", "Response tokens"};
+    case TraceFormat::SHAREGPT:
+      return {"", "num_prefill_tokens", "num_decode_tokens"};
+    case TraceFormat::MOONCAKE:
+    case TraceFormat::BAILIAN:
+      return {"timestamp", "input_length", "output_length"};
+    case TraceFormat::KVSIM:
+    case TraceFormat::AUTO:
+      break;
+  }
+  return {"arrival_s", "input_tokens", "output_tokens"};
+}
 
 std::string TraceError::reason() const {
   return fmt::format("field '{}': {}", field_, problem_);
@@ -131,11 +166,58 @@ std::string describe_dropped(const Trace& trace) {
 
 namespace detail {
 
-std::string clip_for_message(std::string_view value) {
-  constexpr size_t kMax = 80;
+namespace {
+
+// Length of the well-formed UTF-8 sequence of 2-4 bytes at s[i], or 0 (RFC 3629: no overlongs,
+// no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(k) < 0x80 || b(k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string clip_for_message(std::string_view value, size_t max_bytes) {
+  // Printable ASCII and valid UTF-8 pass through; control bytes (NUL included, which would cut a
+  // C string short) and stray bytes become \xNN, so the message stays one readable line.
+  const size_t kMax = max_bytes;
   std::string out;
-  for (const char c : value.substr(0, kMax)) out.push_back(c == '\n' || c == '\r' ? ' ' : c);
-  if (value.size() > kMax) out += "...";
+  size_t i = 0;
+  for (; i < value.size() && i < kMax;) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+    } else if (const size_t n = c >= 0x80 ? utf8_sequence(value, i) : 0; n > 0) {
+      out.append(value.substr(i, n));
+      i += n;
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    }
+  }
+  if (i < value.size()) out += "...";
   return out;
 }
 
@@ -149,10 +231,11 @@ void RowSink::bad_row(const TraceError& error) {
 
 }  // namespace detail
 
-TraceFormat detect_trace_format(std::string_view first_line, const std::string& path) {
+TraceFormat detect_trace_format(std::string_view first_line, const std::string& path,
+                                int64_t line_number) {
   const std::string_view line = trace_parse::trim(first_line);
   if (line.empty()) throw TraceError(path, 1, "header", "empty file, no header or records", "");
-  if (line.front() == '{') return detail::detect_jsonl_format(line, path);
+  if (line.front() == '{') return detail::detect_jsonl_format(line, path, line_number);
   const auto cols = detail::split_csv_header(line);
   if (has(cols, "TIMESTAMP") && has(cols, "ContextTokens")) return TraceFormat::AZURE;
   if (has(cols, "arrived_at")) return TraceFormat::VIDUR;
@@ -160,7 +243,7 @@ TraceFormat detect_trace_format(std::string_view first_line, const std::string& 
   if (has(cols, "num_prefill_tokens") && has(cols, "num_decode_tokens")) {
     return TraceFormat::SHAREGPT;
   }
-  throw TraceError(path, 1, "header",
+  throw TraceError(path, line_number, "header",
                    "unknown trace layout (expected an Azure, Vidur, BurstGPT or ShareGPT CSV "
                    "header or a JSON object; use --format)",
                    line);
@@ -171,12 +254,14 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   LineReader reader(path);
   Trace trace;
   trace.path = path;
-  const std::string_view first = reader.first_nonblank_line();
+  int64_t first_line_number = 1;
+  const std::string_view first = reader.first_nonblank_line(&first_line_number);
   if (trace_parse::trim(first).empty()) {
     throw TraceError(path, 1, "header", "empty file, no header or records", "");
   }
-  trace.format =
-      options.format == TraceFormat::AUTO ? detect_trace_format(first, path) : options.format;
+  trace.format = options.format == TraceFormat::AUTO
+                     ? detect_trace_format(first, path, first_line_number)
+                     : options.format;
 
   detail::RowSink sink(trace, options);
   bool has_arrivals = true;
@@ -215,7 +300,7 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
     std::stable_sort(reqs.begin(), reqs.end(), [](const TraceRequest& a, const TraceRequest& b) {
       return a.arrival_ns < b.arrival_ns;
     });
-    rebase(reqs);
+    rebase(reqs, path, trace.format);
   }
   if (windowed) {
     const int64_t start = seconds_to_ns(options.start_s, "--start");
@@ -229,7 +314,7 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
                               [](const TraceRequest& r, int64_t t) { return r.arrival_ns < t; });
     }
     reqs = std::vector<TraceRequest>(std::make_move_iterator(first), std::make_move_iterator(last));
-    rebase(reqs);
+    rebase(reqs, path, trace.format);
   }
   if (trace.arrival_mode != ArrivalMode::TRACE) by_file_order(reqs);
   if (options.max_requests > 0 && static_cast<int64_t>(reqs.size()) > options.max_requests) {
@@ -244,9 +329,10 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   if (options.time_scale != 1.0) {
     for (auto& r : reqs) {
       const double scaled = static_cast<double>(r.arrival_ns) * options.time_scale;
-      if (scaled > 9.2e18) {
+      if (scaled > static_cast<double>(kMaxArrivalNs)) {
         throw std::invalid_argument(fmt::format(
-            "--time-scale {} puts arrivals beyond 292 years of nanoseconds", options.time_scale));
+            "--time-scale {} puts the arrival of line {} beyond 2^62 ns (about 146 years)",
+            options.time_scale, r.source_line));
       }
       r.arrival_ns = std::llround(scaled);
     }

@@ -30,8 +30,9 @@ class RowSink {
   const TraceReadOptions& options_;
 };
 
-// Shortens a value for an error message (one line, at most ~80 characters).
-std::string clip_for_message(std::string_view value);
+// Makes a value safe for a one-line error message: its first max_bytes bytes with control bytes
+// and invalid UTF-8 written as \xNN, and "..." when cut.
+std::string clip_for_message(std::string_view value, size_t max_bytes = 80);
 
 // Reads CSV layouts (AZURE, VIDUR, BURSTGPT, SHAREGPT). Returns whether rows carry arrivals.
 bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink);
@@ -40,6 +41,7 @@ void read_jsonl_trace(LineReader& reader, TraceFormat format, RowSink& sink);
 
 // Detection helpers: split a CSV header; inspect the first JSON object.
 std::vector<std::string> split_csv_header(std::string_view line);
-TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& path);
+TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& path,
+                                int64_t line_number);
 
 }  // namespace kvsim::detail

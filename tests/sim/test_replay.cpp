@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/replay.h"
 #include "kvsim/sim/step_time_model.h"
@@ -103,6 +105,49 @@ TEST(Replay, ClockAdvancesOnlyOnStepsAndJumpsWhenIdle) {
   EXPECT_EQ(r.timeline.size(), 3u);
   EXPECT_EQ(r.summary.finished, 2);
   EXPECT_DOUBLE_EQ(r.summary.latency.ttft.p50, 0.01);
+}
+
+TEST(Replay, ClockOverflowIsAnErrorNotSignedOverflow) {
+  // One request arriving at the latest allowed time, then one-hour decode steps: the clock has
+  // 2^62 - 1 ns of room, i.e. floor((2^62 - 1) / 3.6e12) = 1281023 steps; the next one must throw.
+  constexpr int64_t kStepNs = int64_t{3600} * 1'000'000'000;
+  constexpr int64_t kFits = (kMaxArrivalNs - 1) / kStepNs;
+  constexpr int32_t kOutput = 1'300'000;
+  Trace t;
+  t.path = "late.csv";
+  t.requests = {tr(kMaxArrivalNs, 1, kOutput)};
+  ReplayConfig c = small_config(kOutput / 16 + 4, 16, kOutput + 2);
+  c.check_invariants = false;
+  c.record_timeline = false;
+  FixedStepTime step(3.6e6);
+  NullKvBackend null;
+  try {
+    run_replay(c, t, null, step);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("simulated clock overflow at step {}: t = {} ns plus a step of {} ns "
+                          "leaves 64-bit nanoseconds (292 years); use a shorter --step-time or "
+                          "trace",
+                          kFits + 1, kMaxArrivalNs + kFits * kStepNs, kStepNs));
+  }
+}
+
+TEST(Replay, ArrivalOutsideTheClockRangeIsRejected) {
+  Trace t;
+  t.path = "x.csv";
+  t.requests = {tr(0, 4, 1), tr(kMaxArrivalNs + 1, 4, 1)};
+  t.requests[1].source_line = 3;
+  FixedStepTime step(10.0);
+  NullKvBackend null;
+  try {
+    run_replay(small_config(100, 4, 100), t, null, step);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "trace x.csv: arrival of request 1 (line 3) is 4611686018427387905 ns, outside [0, "
+              "2^62]");
+  }
 }
 
 TEST(Replay, ArrivalAtStepBoundaryJoinsThatStep) {

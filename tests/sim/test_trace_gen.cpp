@@ -2,6 +2,8 @@
 // write -> read round trip (plain and gzip).
 #include <gtest/gtest.h>
 
+#include <fmt/core.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -290,6 +292,81 @@ TEST(TraceGen, BadOptions) {
   o = {};
   o.input = parse_length_dist("empirical:/nonexistent/trace.csv");
   EXPECT_THROW(generate_trace(o), std::runtime_error);
+}
+
+// The message generate_trace / parse_length_dist throws as std::invalid_argument ("" if none).
+template <typename F>
+std::string invalid_argument_of(F f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return {};
+}
+
+TEST(TraceGen, OutOfRangeOptionsAreErrorsNotSilentClips) {
+  // fixed:N beyond the longest generated prompt used to be clipped to 2^24 without a word.
+  EXPECT_EQ(invalid_argument_of([] { parse_length_dist("fixed:99999999999"); }),
+            "length distribution 'fixed:99999999999': N must be an integer in [1, 16777216] "
+            "(expected fixed:N, uniform:LO,HI, normal:MEAN,SIGMA, lognormal:MU,SIGMA, zipf:S,MAX "
+            "or empirical:PATH)");
+  EXPECT_EQ(parse_length_dist("fixed:16777216").a, 16777216);
+
+  // A prefix that alone exceeds the maximum prompt (it used to saturate at INT32_MAX, or build
+  // 134M hash ids per request and hang).
+  TraceGenOptions o;
+  o.num_requests = 2;
+  o.prefix_groups = 3;
+  o.prefix_tokens = 2147483647;
+  EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+            "--prefix-tokens must be < 16777216 (the longest generated prompt; got 2147483647)");
+  // Prefix + fixed input over the maximum.
+  o.prefix_groups = 1;
+  o.prefix_tokens = 16000000;
+  o.input = parse_length_dist("fixed:777217");
+  EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+            "--prefix-tokens 16000000 + --input-len up to 777217 = 16777217 tokens exceeds the "
+            "longest generated prompt (16777216 tokens)");
+  o.input = parse_length_dist("uniform:1,777217");
+  EXPECT_NE(invalid_argument_of([&] { generate_trace(o); }), "");
+  // Exactly the maximum is fine; random draws are clipped to leave room for the prefix.
+  o.input = parse_length_dist("fixed:777216");
+  EXPECT_EQ(generate_trace(o)[0].input_tokens, 16777216);
+  o.input = parse_length_dist("normal:5000000,10");
+  EXPECT_EQ(generate_trace(o)[1].input_tokens, 16777216);
+
+  // Total shared-prefix content is bounded (2^28 ids): 300 prompts of 2^24 tokens at 16 tokens
+  // per id need 300 * 2^20 ids; known before anything is generated.
+  o.num_requests = 300;
+  o.input = parse_length_dist("fixed:777216");
+  EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+            "the shared-prefix content of 300 requests exceeds the generator's limit of 268435456 "
+            "hash ids (lower --num-requests, --input-len or --prefix-tokens, or raise "
+            "--hash-block-size)");
+  o.num_requests = 2;
+  o.prefix_encoding = PrefixEncoding::TOKEN_IDS;
+  o.prefix_groups = 20;
+  EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+            "--prefix-groups 20 x --prefix-tokens 16000000 token ids exceed the generator's limit "
+            "of 268435456");
+}
+
+TEST(TraceGen, GammaCvIsBounded) {
+  TraceGenOptions o;
+  o.num_requests = 3;
+  o.arrival = GenArrival::GAMMA;
+  for (const double cv : {1e-300, 1e300, 0.0, 5e-4, 1001.0}) {
+    o.cv = cv;
+    EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+              fmt::format("--cv must be in [0.001, 1000] (got {:g})", cv));
+  }
+  for (const double cv : {1e-3, 1e3}) {
+    o.cv = cv;
+    const auto reqs = generate_trace(o);
+    ASSERT_EQ(reqs.size(), 3u);
+    EXPECT_LE(reqs[1].arrival_ns, reqs[2].arrival_ns);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The replay engine: a trace becomes Requests, the Scheduler runs them step by step on an integer
 // nanosecond clock, each step's KV work goes to a KvBackend, and metrics are collected.
 //
+// Clock: int64 nanoseconds. Arrivals must be in [0, kMaxArrivalNs] (2^62, trace.h) and a step
+// is at most kMaxStepSeconds (step_time_model.h); every clock addition is overflow-checked and a
+// run that would pass 2^63 - 1 ns throws std::runtime_error ("simulated clock overflow at step N").
 // Clock rules (docs/replay-conventions.md, exactly):
 //   * before each schedule(), every request with arrival <= t is added, in trace order;
 //   * a step that schedules >= 1 token advances t by StepTimeModel::step_time_ns; a step that
@@ -181,7 +184,8 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
 // ids, else hash ids, else a unique salt (id + 1); max_tokens = max(1, output_tokens).
 Request make_request(const TraceRequest& t, int64_t request_id);
 
-// Default max_model_len (replay conventions §7, trace part): 1 + max(input + output).
+// Default max_model_len (replay conventions §7, trace part): 1 + max(input + output). Throws
+// TraceError naming the file, line and length fields of a request whose length + 1 exceeds int32.
 int32_t default_max_model_len(const Trace& trace);
 
 }  // namespace kvsim

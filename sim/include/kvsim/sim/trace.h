@@ -40,7 +40,21 @@ enum class ArrivalMode : uint8_t {
 std::string_view to_string(ArrivalMode mode);
 ArrivalMode parse_arrival_mode(std::string_view name);
 
-// A malformed input. what() is one line: "FILE:LINE: field 'NAME': problem (got 'VALUE')".
+// The latest arrival a trace may have, relative to its first request: 2^62 ns (about 146 years).
+// It leaves the replay clock 2^62 ns of headroom for steps after the last arrival.
+inline constexpr int64_t kMaxArrivalNs = int64_t{1} << 62;
+
+// The file's names for a layout's arrival, input-length and output-length fields (for messages);
+// arrival is empty for layouts without timestamps.
+struct TraceFieldNames {
+  std::string_view arrival;
+  std::string_view input;
+  std::string_view output;
+};
+TraceFieldNames trace_field_names(TraceFormat format);
+
+// A malformed input. what() is one line: "FILE:LINE: field 'NAME': problem (got 'VALUE')"; the
+// value is cut to ~80 characters and control or invalid UTF-8 bytes in it are shown as \xNN.
 class TraceError : public std::runtime_error {
  public:
   TraceError(std::string path, int64_t line, std::string field, std::string problem,
@@ -60,7 +74,8 @@ class TraceError : public std::runtime_error {
 };
 
 // One request of a trace, normalised across formats.
-// Invariants (after read_trace): arrival_ns >= 0 and non-decreasing along Trace::requests;
+// Invariants (after read_trace): 0 <= arrival_ns <= kMaxArrivalNs, non-decreasing along
+// Trace::requests;
 // input_tokens >= 0, output_tokens >= 0 (recorded faithfully: 0 is for the caller to judge);
 // if hash_ids is set, hash_block_size > 0 and hash_ids->size() covers the prompt in blocks of
 // hash_block_size tokens (the last one may be partial); if prompt_token_ids is set, its size is
@@ -113,9 +128,11 @@ struct TraceReadOptions {
 // std::runtime_error when the file cannot be read.
 Trace read_trace(const std::string& path, const TraceReadOptions& options = {});
 
-// Detects the format from the first non-empty line of a file (a CSV header or a JSON object).
-// Throws TraceError when nothing matches.
-TraceFormat detect_trace_format(std::string_view first_line, const std::string& path);
+// Detects the format from the first non-empty line of a file (a CSV header or a JSON object),
+// which is line `line_number` of `path` (for messages). Throws TraceError when nothing matches
+// or the line is malformed JSON (with the parser's message).
+TraceFormat detect_trace_format(std::string_view first_line, const std::string& path,
+                                int64_t line_number = 1);
 
 // One line describing dropped rows, e.g. "17 rows dropped: 17 failed request (...)"; empty when
 // nothing was dropped.

@@ -17,7 +17,8 @@
 namespace kvsim {
 
 // A distribution of token counts. Every draw is rounded to an integer and clipped to
-// [1, kMaxGeneratedLength].
+// [1, kMaxGeneratedLength] (with shared prefixes: [1, kMaxGeneratedLength - prefix_tokens]).
+// fixed:N and uniform:LO,HI are never clipped: N or HI out of range is an error instead.
 struct LengthDist {
   enum class Kind : uint8_t { FIXED, UNIFORM, NORMAL, LOGNORMAL, ZIPF, EMPIRICAL };
   Kind kind = Kind::FIXED;
@@ -48,14 +49,15 @@ struct TraceGenOptions {
   uint64_t seed = 0;
   GenArrival arrival = GenArrival::POISSON;
   double rate = 1.0;  // requests per second
-  double cv = 1.0;    // GAMMA only
+  double cv = 1.0;    // GAMMA only; in [1e-3, 1e3]
   int64_t burst_size = 1;
   double burst_period_s = 1.0;
   LengthDist input{LengthDist::Kind::FIXED, 512, 0, {}};
   LengthDist output{LengthDist::Kind::FIXED, 128, 0, {}};
   // Shared prefixes: each request starts with one of prefix_groups system prompts (chosen
   // uniformly) of prefix_tokens tokens, followed by its own input tokens (so its prompt is
-  // prefix_tokens + the drawn input length). 0 groups: no shared prefixes.
+  // prefix_tokens + the drawn input length, at most kMaxGeneratedLength). 0 groups: no shared
+  // prefixes. The hash ids or token ids written for them may total at most 2^28 per trace.
   int32_t prefix_groups = 0;
   int32_t prefix_tokens = 0;
   PrefixEncoding prefix_encoding = PrefixEncoding::HASH_IDS;

@@ -10,7 +10,8 @@ namespace kvsim {
 
 // Reads a file into memory, decompressing it when it starts with the gzip magic bytes
 // (concatenated gzip members are read in sequence). Throws std::runtime_error naming the file
-// when it cannot be opened or read, and when a gzip stream is corrupt or cut short.
+// when it cannot be opened or read (a directory included), and when a gzip stream is corrupt,
+// cut short, or followed by bytes that are not another gzip member.
 std::string read_text_file(const std::string& path, bool* was_gzip = nullptr);
 
 // Hands out the lines of a file in order. A line excludes its "\n" and a "\r" before it.
@@ -28,7 +29,8 @@ class LineReader {
   const std::string& path() const { return path_; }
   bool gzipped() const { return gzipped_; }
   // The first line that is not blank, without consuming anything; empty if there is none.
-  std::string_view first_nonblank_line() const;
+  // Its 1-based line number goes to *line_number when given.
+  std::string_view first_nonblank_line(int64_t* line_number = nullptr) const;
 
  private:
   std::string path_;

@@ -39,7 +39,7 @@ class Rng {
 };
 
 // t + gap_s seconds, rounded to whole nanoseconds; throws std::invalid_argument when the gap is
-// negative or NaN or the sum would leave int64 (a rate far too low).
+// negative or NaN or the sum would exceed kMaxArrivalNs (trace.h; a rate far too low).
 int64_t add_gap_ns(int64_t t, double gap_s);
 
 // Arrival times of a Poisson process at `rate` req/s: n values, the first 0, each later one the

@@ -1,0 +1,193 @@
+// Hostile trace input: arrivals beyond the clock's range, JSON that fails on the first line,
+// binary bytes in a row, duplicate column names and keys, gzip with trailing bytes, directories.
+// Each must be one exact line naming the file, line and field - never a crash or a silent guess.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "kvsim/sim/replay.h"
+#include "kvsim/sim/trace.h"
+#include "kvsim/sim/trace_line_reader.h"
+#include "kvsim/sim/trace_writer.h"
+
+namespace kvsim {
+namespace {
+
+class TraceRobustness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kvsim_trace_robustness_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& bytes) const {
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  // The message read_trace throws (any exception), or "" when it reads the file.
+  static std::string error_of(const std::string& path) {
+    try {
+      read_trace(path);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return {};
+  }
+
+  std::filesystem::path dir_;
+};
+
+const std::string kVidurHeader = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+
+TEST_F(TraceRobustness, ArrivalBeyondTwoToTheSixtyTwoIsAnErrorNamingTheRow) {
+  // The reviewer's file: the second arrival is INT64_MAX ns, which left the replay clock no room.
+  const std::string p = write("v.csv", kVidurHeader + "0,100,5\n9223372036.854775807,100,5\n");
+  EXPECT_EQ(error_of(p), p + ":3: field 'arrived_at': arrival more than 2^62 ns (about 146 "
+                             "years) after the first request (got '9223372036.854775807 s')");
+  // 2^62 ns exactly is still accepted.
+  const std::string ok = write("ok.csv", kVidurHeader + "0,100,5\n4611686018.427387904,100,5\n");
+  const Trace t = read_trace(ok);
+  EXPECT_EQ(t.requests[1].arrival_ns, kMaxArrivalNs);
+  // The difference itself overflowing int64 (an arrival before 1970 and one after 2200).
+  const std::string azure = write("a.csv",
+                                  "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                  "1700-01-01 00:00:00,10,5\n2250-01-01 00:00:00,10,5\n");
+  EXPECT_EQ(error_of(azure), azure +
+                                 ":3: field 'TIMESTAMP': arrival more than 2^62 ns (about 146 "
+                                 "years) after the first request (got 'beyond 292 years')");
+}
+
+TEST_F(TraceRobustness, TimeScaleBeyondTheArrivalLimitNamesTheFlag) {
+  const std::string p = write("v.csv", kVidurHeader + "0,100,5\n4000000000,100,5\n");
+  TraceReadOptions o;
+  o.time_scale = 2;
+  try {
+    read_trace(p, o);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--time-scale 2 puts the arrival of line 3 beyond 2^62 ns (about 146 years)");
+  }
+}
+
+TEST_F(TraceRobustness, RequestLongerThanInt32NamesFileLineAndFields) {
+  const std::string p = write("long.csv", kVidurHeader + "0,100,5\n1,2147483647,5\n");
+  const Trace t = read_trace(p);
+  try {
+    default_max_model_len(t);
+    FAIL() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              p + ":3: field 'num_prefill_tokens+num_decode_tokens': request of 2147483652 "
+                  "tokens; max_model_len (its length + 1) must fit in 2^31 - 1 tokens (got "
+                  "'2147483647+5')");
+  }
+}
+
+TEST_F(TraceRobustness, FirstLineJsonErrorsCarryTheParserMessage) {
+  const std::string tail = ", \"input_length\": 5, \"output_length\": 3}";
+  const std::string overflow = write("o.jsonl", "{\"timestamp\": 1e400" + tail + "\n");
+  EXPECT_EQ(error_of(overflow), overflow +
+                                    ":1: field 'record': malformed JSON: number overflow "
+                                    "parsing '1e400' (got '{\"timestamp\": 1e400, "
+                                    "\"input_length\": 5, \"output_length\": 3}')");
+  const std::string nan = write("n.jsonl", "\n{\"timestamp\": NaN" + tail + "\n");
+  EXPECT_EQ(error_of(nan).rfind(nan + ":2: field 'record': malformed JSON: column 15: syntax error "
+                                      "while parsing value - invalid literal",
+                                0),
+            0u)
+      << error_of(nan);
+  const std::string two = write("t.jsonl", "{\"timestamp\": 1" + tail + "{\"a\": 1}\n");
+  EXPECT_EQ(error_of(two).rfind(two + ":1: field 'record': malformed JSON: column 56: syntax error "
+                                      "while parsing value - unexpected '{'; expected end of input",
+                                0),
+            0u)
+      << error_of(two);
+  // Bad UTF-8: the parser's message quotes the raw byte; the error shows it escaped.
+  const std::string utf8 = write("u.jsonl", "{\"timestamp\": \"\xff\"" + tail + "\n");
+  const std::string msg = error_of(utf8);
+  EXPECT_EQ(msg.rfind(utf8 + ":1: field 'record': malformed JSON: column 16: syntax error while "
+                             "parsing value - invalid string: ill-formed UTF-8 byte; last read: "
+                             "'\"\\xff' (got '{\"timestamp\": \"\\xff\", ",
+                      0),
+            0u)
+      << msg;
+}
+
+TEST_F(TraceRobustness, BinaryBytesInARowAreEscapedAndTheMessageIsWhole) {
+  const std::string p = write("nul.csv", kVidurHeader + std::string("0,1\0"
+                                                                    "00,5\n",
+                                                                    9));
+  EXPECT_EQ(error_of(p),
+            p + ":2: field 'num_prefill_tokens': not an integer token count (got '1\\x0000')");
+  const std::string b = write("bin.csv", kVidurHeader + "0,1\xff\xfe\x01\t,5\n");
+  EXPECT_EQ(error_of(b), b + ":2: field 'num_prefill_tokens': not an integer token count (got "
+                             "'1\\xff\\xfe\\x01')");
+  // Valid UTF-8 stays readable; a long value is cut at 80 bytes.
+  const std::string u = write("u.csv", kVidurHeader + "0,d\xc3\xa9j\xc3\xa0,5\n");
+  EXPECT_EQ(
+      error_of(u),
+      u + ":2: field 'num_prefill_tokens': not an integer token count (got 'd\xc3\xa9j\xc3\xa0')");
+  const std::string l = write("l.csv", kVidurHeader + "0," + std::string(200, '7') + "x,5\n");
+  EXPECT_EQ(error_of(l), l + ":2: field 'num_prefill_tokens': not an integer token count (got '" +
+                             std::string(80, '7') + "...')");
+}
+
+TEST_F(TraceRobustness, DuplicateCsvColumnIsNamed) {
+  const std::string p = write(
+      "dup.csv", "arrived_at,num_prefill_tokens,num_decode_tokens,num_prefill_tokens\n0,1,2,3\n");
+  EXPECT_EQ(error_of(p), p + ":1: field 'num_prefill_tokens': column name given twice in the "
+                             "header (got 'arrived_at,num_prefill_tokens,num_decode_tokens,"
+                             "num_prefill_tokens')");
+}
+
+TEST_F(TraceRobustness, DuplicateJsonKeyIsNamed) {
+  const std::string p = write("dup.jsonl",
+                              "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 3}\n"
+                              "{\"timestamp\": 2, \"input_length\": 5, \"output_length\": 3, "
+                              "\"input_length\": 7}\n");
+  EXPECT_EQ(error_of(p), p + ":2: field 'input_length': key given twice in the record (got "
+                             "'{\"timestamp\": 2, \"input_length\": 5, \"output_length\": 3, "
+                             "\"input_length\": 7}')");
+  // Keys the reader ignores count too: the record is ambiguous either way.
+  const std::string q = write("dup2.jsonl",
+                              "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 3, "
+                              "\"x\": 1, \"x\": 2}\n");
+  EXPECT_EQ(error_of(q).rfind(q + ":1: field 'x': key given twice in the record", 0), 0u)
+      << error_of(q);
+}
+
+TEST_F(TraceRobustness, GzipTrailingGarbageIsAnErrorConcatenatedMembersAreRead) {
+  TraceRequest r;
+  r.input_tokens = 10;
+  r.output_tokens = 2;
+  const std::string one = (dir_ / "one.jsonl.gz").string();
+  write_kvsim_jsonl(one, {r});
+  std::ifstream in(one, std::ios::binary);
+  const std::string member((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(member.size(), 10u);
+
+  const std::string garbage = write("garbage.jsonl.gz", member + "garbage");
+  EXPECT_EQ(error_of(garbage),
+            fmt::format("{}: 7 bytes of trailing garbage after the gzip data (from byte {} of the "
+                        "file)",
+                        garbage, member.size()));
+  const std::string two = write("two.jsonl.gz", member + member);
+  EXPECT_EQ(read_trace(two).requests.size(), 2u);
+}
+
+TEST_F(TraceRobustness, DirectoryIsNamedAsSuch) {
+  EXPECT_EQ(error_of(dir_.string()), dir_.string() + ": is a directory, not a trace file");
+}
+
+}  // namespace
+}  // namespace kvsim
