@@ -23,7 +23,13 @@
 #include <span>
 #include <vector>
 
+// KVSIM_STD_HASH_MAP (set by CMake only where Abseil is absent: the dependency bundle of the bare
+// GPU machine) swaps the SwissTable for std::unordered_map. Same interface and results, slower.
+#if defined(KVSIM_STD_HASH_MAP)
+#include <unordered_map>
+#else
 #include <absl/container/flat_hash_map.h>
+#endif
 
 #include "kvsim/core/free_kv_cache_block_queue.h"
 #include "kvsim/core/types.h"
@@ -93,7 +99,11 @@ class BlockPool {
   std::vector<BlockHash> hash_;
   std::vector<int32_t> dup_next_;
   // Open addressing (Abseil SwissTable): the map is on every allocation's eviction path.
+#if defined(KVSIM_STD_HASH_MAP)
+  std::unordered_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
+#else
   absl::flat_hash_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
+#endif
   std::vector<BlockId> scratch_reuse_first_;
   std::vector<BlockId> scratch_evict_last_;
   int64_t num_cached_blocks_ = 0;
