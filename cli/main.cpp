@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -73,6 +74,11 @@ int main(int argc, char** argv) {
     status = app.exit(e);
   } catch (const CLI::ParseError& e) {
     print_error(e.what());
+    status = kvsim::cli::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    print_error(
+        "out of host memory: the configuration (pool size, trace, backend pool) is too large "
+        "for this machine");
     status = kvsim::cli::kExitBadInput;
   } catch (const std::exception& e) {
     print_error(e.what());

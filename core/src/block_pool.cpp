@@ -11,17 +11,32 @@ namespace kvsim {
 // hash and the duplicate-chain link (each a parallel array indexed by block id).
 static_assert(2 * sizeof(int32_t) + sizeof(int32_t) + sizeof(BlockHash) + sizeof(int32_t) <= 32);
 
+namespace {
+
+// Runs before any member allocates, so an absurd size is an error rather than std::bad_alloc.
+int32_t validated_num_gpu_blocks(int32_t n) {
+  if (n < 1) {
+    throw std::invalid_argument(
+        fmt::format("BlockPool: num_gpu_blocks must be >= 1 (the null block), got {}", n));
+  }
+  if (n > BlockPool::kMaxNumGpuBlocks) {
+    throw std::invalid_argument(fmt::format(
+        "num_gpu_blocks {} exceeds kvsim's limit of {} blocks (its per-block metadata alone would "
+        "need {:.1f} GiB of host memory)",
+        n, BlockPool::kMaxNumGpuBlocks, static_cast<double>(n) * 32.0 / (1 << 30)));
+  }
+  return n;
+}
+
+}  // namespace
+
 BlockPool::BlockPool(int32_t num_gpu_blocks, bool enable_caching)
     : num_gpu_blocks_(num_gpu_blocks),
       enable_caching_(enable_caching),
-      free_block_queue_(num_gpu_blocks > 0 ? num_gpu_blocks : 0),
-      ref_cnt_(static_cast<size_t>(num_gpu_blocks > 0 ? num_gpu_blocks : 0), 0),
-      hash_(static_cast<size_t>(num_gpu_blocks > 0 ? num_gpu_blocks : 0)),
-      dup_next_(static_cast<size_t>(num_gpu_blocks > 0 ? num_gpu_blocks : 0), kUnhashed) {
-  if (num_gpu_blocks < 1) {
-    throw std::invalid_argument(fmt::format(
-        "BlockPool: num_gpu_blocks must be >= 1 (the null block), got {}", num_gpu_blocks));
-  }
+      free_block_queue_(validated_num_gpu_blocks(num_gpu_blocks)),
+      ref_cnt_(static_cast<size_t>(num_gpu_blocks), 0),
+      hash_(static_cast<size_t>(num_gpu_blocks)),
+      dup_next_(static_cast<size_t>(num_gpu_blocks), kUnhashed) {
   // The head of the fresh queue is block 0: it becomes the null block.
   const BlockId null_block = free_block_queue_.popleft();
   (void)null_block;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "kvsim/core/block_hash.h"
@@ -28,6 +29,15 @@ TEST(BlockPool, SingleBlockPoolHasNoUsableBlocks) {
   EXPECT_EQ(pool.get_num_free_blocks(), 0);
   EXPECT_DOUBLE_EQ(pool.get_usage(), 0.0);
   EXPECT_THROW(BlockPool(0, false), std::invalid_argument);
+  // An absurd pool is refused before anything is allocated (not std::bad_alloc).
+  try {
+    BlockPool huge(BlockPool::kMaxNumGpuBlocks + 1, true);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds kvsim's limit of 134217728 blocks"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(BlockPool, FreeBlocksPrependsUnhashedAppendsHashed) {

@@ -38,7 +38,12 @@ namespace kvsim {
 
 class BlockPool {
  public:
-  // num_gpu_blocks >= 1 (the null block included). Throws std::invalid_argument otherwise.
+  // Largest pool kvsim simulates: 2^27 blocks (2^31 tokens at block size 16) keep the metadata
+  // at 4 GiB of host memory; real pools are a few million blocks.
+  static constexpr int32_t kMaxNumGpuBlocks = 1 << 27;
+
+  // 1 <= num_gpu_blocks <= kMaxNumGpuBlocks (the null block included). Throws
+  // std::invalid_argument otherwise, before allocating anything.
   BlockPool(int32_t num_gpu_blocks, bool enable_caching);
 
   int32_t num_gpu_blocks() const { return num_gpu_blocks_; }
