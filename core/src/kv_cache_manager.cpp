@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace kvsim {
 
@@ -37,8 +38,14 @@ KVCacheManager::RequestBlocks& KVCacheManager::state_for(int64_t request_id) {
 
 ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) const {
   ComputedBlocks out;
-  if (!config_.enable_caching || request.hash_block_size == 0 || request.num_tokens() <= 0)
-    return out;
+  get_computed_blocks(request, out);
+  return out;
+}
+
+void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks& out) const {
+  out.blocks.clear();
+  out.num_computed_tokens = 0;
+  if (!config_.enable_caching || request.hash_block_size == 0 || request.num_tokens() <= 0) return;
   // At least one token is always recomputed (vLLM: max_cache_hit_length = num_tokens - 1).
   const size_t max_blocks =
       std::min(static_cast<size_t>((request.num_tokens() - 1) / config_.block_size),
@@ -49,7 +56,6 @@ ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) const
     out.blocks.push_back(*hit);
   }
   out.num_computed_tokens = static_cast<int32_t>(out.blocks.size()) * config_.block_size;
-  return out;
 }
 
 int32_t KVCacheManager::get_num_blocks_to_allocate(const RequestBlocks& st, int64_t num_tokens,
@@ -95,6 +101,10 @@ std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots(
   if (!st.live) {
     st.live = true;
     ++num_live_requests_;
+    if (st.blocks.capacity() == 0 && !spare_tables_.empty()) {
+      st.blocks = std::move(spare_tables_.back());
+      spare_tables_.pop_back();
+    }
   }
   if (!args.new_computed_blocks.empty()) {
     if (!st.blocks.empty()) {
@@ -158,7 +168,8 @@ void KVCacheManager::free(const Request& request) {
   total_held_tokens_ -= st.held_tokens;
   --num_live_requests_;
   st.blocks.clear();
-  st.blocks.shrink_to_fit();
+  spare_tables_.push_back(std::move(st.blocks));
+  st.blocks = {};
   st.num_cached_block = -1;
   st.held_tokens = 0;
   st.live = false;

@@ -96,6 +96,41 @@ TEST(KVCacheManager, PrefixHitIsCappedSoOneTokenIsRecomputed) {
   EXPECT_EQ(m.get_computed_blocks(c).blocks.size(), 2u);
 }
 
+TEST(KVCacheManager, ComputedBlocksOutParameterIsClearedAndMatchesTheValueForm) {
+  KVCacheManager m({.num_gpu_blocks = 16, .block_size = 4, .max_model_len = 64});
+  Request a = make_request(0, iota_tokens(13), 4);
+  ASSERT_TRUE(admit(m, a));
+  ComputedBlocks out;
+  out.blocks = {7, 7, 7};  // stale content must not survive
+  out.num_computed_tokens = 99;
+  Request b = make_request(1, iota_tokens(13), 4);
+  m.get_computed_blocks(b, out);
+  EXPECT_EQ(out.blocks, m.get_computed_blocks(b).blocks);
+  EXPECT_EQ(out.blocks, (V{1, 2, 3}));
+  EXPECT_EQ(out.num_computed_tokens, 12);
+  Request c = make_request(2, iota_tokens(13, 900), 4);  // no hit
+  m.get_computed_blocks(c, out);
+  EXPECT_TRUE(out.blocks.empty());
+  EXPECT_EQ(out.num_computed_tokens, 0);
+}
+
+TEST(KVCacheManager, FreedTablesAreReusedWithoutChangingBehaviour) {
+  KVCacheManager m(
+      {.num_gpu_blocks = 32, .block_size = 4, .max_model_len = 64, .enable_caching = false});
+  for (int64_t id = 0; id < 50; ++id) {
+    Request r = make_request(id, iota_tokens(9, static_cast<int>(id) * 100), 4);
+    auto got = admit(m, r);
+    ASSERT_TRUE(got);
+    // The freed table [a, b, c] is prepended in reverse, so the next request gets [c, b, a].
+    const V want = id % 2 == 0 ? V{1, 2, 3} : V{3, 2, 1};
+    EXPECT_EQ(ids(got), want) << "request " << id;
+    EXPECT_EQ(table(m, id), want);
+    m.free(r);
+    EXPECT_TRUE(table(m, id).empty());
+    m.check_invariants();
+  }
+}
+
 TEST(KVCacheManager, DecodeAllocatesANewBlockExactlyAtBlockBoundaries) {
   KVCacheManager m(
       {.num_gpu_blocks = 16, .block_size = 4, .max_model_len = 64, .enable_caching = false});

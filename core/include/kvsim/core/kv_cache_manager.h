@@ -70,6 +70,9 @@ class KVCacheManager {
   int32_t watermark_blocks() const { return watermark_blocks_; }
 
   ComputedBlocks get_computed_blocks(const Request& request) const;
+  // Same, into `out` (cleared first; its capacity is reused, so a caller that keeps one
+  // ComputedBlocks across steps does not allocate per lookup).
+  void get_computed_blocks(const Request& request, ComputedBlocks& out) const;
 
   // Returns the newly allocated blocks (valid until the next call) or nullopt when the request
   // does not fit. Hashes (caches) full blocks up to min(total + n, num_tokens) on success.
@@ -94,7 +97,6 @@ class KVCacheManager {
     return total_table_blocks_ * config_.block_size - total_held_tokens_;
   }
   int64_t held_tokens() const { return total_held_tokens_; }
-  int64_t table_blocks() const { return total_table_blocks_; }
   int64_t num_live_requests() const { return num_live_requests_; }
 
   // Throws std::logic_error naming the first broken invariant (M1..M5).
@@ -116,6 +118,9 @@ class KVCacheManager {
   BlockPool block_pool_;
   int32_t watermark_blocks_ = 0;
   std::vector<RequestBlocks> req_to_blocks_;
+  // Tables of freed requests, kept for reuse: request ids are never reused, so without this every
+  // admission would allocate a fresh table and every free would release one.
+  std::vector<std::vector<BlockId>> spare_tables_;
   std::vector<BlockId> new_blocks_;
   std::vector<BlockId> free_scratch_;
   PrefixCacheStats prefix_cache_stats_;

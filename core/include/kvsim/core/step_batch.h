@@ -68,7 +68,6 @@ struct StepBatch {
     swap_out.clear();
     swap_in.clear();
   }
-  int64_t num_written_tokens() const { return static_cast<int64_t>(slot_mapping.size()); }
 };
 
 }  // namespace kvsim
