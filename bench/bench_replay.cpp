@@ -11,8 +11,8 @@
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/replay.h"
+#include "kvsim/sim/replay_setup.h"
 #include "kvsim/sim/step_time_model.h"
-#include "kvsim/sim/sweep.h"
 #include "kvsim/sim/trace.h"
 
 namespace {
@@ -28,18 +28,14 @@ void BM_ReplayAzureConv(benchmark::State& state) {
   kvsim::PlanInputs in;
   in.model = kvsim::find_model_preset("qwen2.5-7b");
   in.gpu = kvsim::find_gpu_preset("rtx4090");
-  in.max_model_len = kvsim::default_max_model_len(trace);
-  const kvsim::Plan plan = kvsim::compute_plan(in);
-  const kvsim::BatchLimits limits = kvsim::vllm_default_batch_limits(in.gpu);
-  kvsim::ReplayConfig rc;
-  rc.scheduler.num_gpu_blocks = static_cast<int32_t>(plan.num_gpu_blocks);
-  rc.scheduler.block_size = static_cast<int32_t>(plan.block_size);
-  rc.scheduler.max_model_len = static_cast<int32_t>(plan.max_model_len);
-  rc.scheduler.max_num_batched_tokens = limits.max_num_batched_tokens;
-  rc.scheduler.max_num_seqs = limits.max_num_seqs;
-  rc.scheduler.enable_prefix_caching = state.range(0) != 0;
-  rc.record_timeline = state.range(1) != 0;
-  rc.record_requests = state.range(1) != 0;
+  // As `kvsim replay` with no model flag: the default model, max_model_len from the trace.
+  kvsim::resolve_max_model_len(in, trace, /*model_is_default=*/true);
+  const kvsim::Plan plan = kvsim::plan_replay_pool(in);
+  kvsim::ReplaySettings settings;
+  settings.scheduler.enable_prefix_caching = state.range(0) != 0;
+  settings.record_timeline = state.range(1) != 0;
+  settings.record_requests = state.range(1) != 0;
+  const kvsim::ReplayConfig rc = kvsim::make_replay_config(plan, in.gpu, settings);
   const auto step_time = kvsim::make_step_time_model("roofline", in, plan);
   kvsim::NullKvBackend backend;
   double request_steps = 0;

@@ -19,9 +19,9 @@
 #include "kvsim/core/planner.h"
 #include "kvsim/cuda/backend_factory.h"
 #include "kvsim/sim/replay.h"
+#include "kvsim/sim/replay_setup.h"
 #include "kvsim/sim/report.h"
 #include "kvsim/sim/step_time_model.h"
-#include "kvsim/sim/sweep.h"
 #include "kvsim/sim/trace.h"
 #include "output_files.h"
 #include "plan_options.h"
@@ -80,13 +80,6 @@ void check_flag_combinations(const CLI::App& cmd, const ReplayOptions& o) {
   }
 }
 
-int32_t to_i32(int64_t v, const char* what) {
-  if (v < 1 || v > std::numeric_limits<int32_t>::max()) {
-    throw std::invalid_argument(fmt::format("{} = {} is out of range", what, v));
-  }
-  return static_cast<int32_t>(v);
-}
-
 // "2 prompt_too_long, 1 empty_prompt" for the rejection summary line.
 std::string describe_rejections(const ReplaySummary& s) {
   std::string out;
@@ -97,20 +90,6 @@ std::string describe_rejections(const ReplaySummary& s) {
                        to_string(static_cast<RejectReason>(i)));
   }
   return out;
-}
-
-// Host swap slots in `gib` GiB: one slot holds one block of every layer.
-int64_t host_swap_slots(double gib, int64_t bytes_per_block) {
-  if (bytes_per_block <= 0) {
-    throw std::invalid_argument(
-        fmt::format("--swap-space-gib: the planner gave {} bytes per block", bytes_per_block));
-  }
-  const long double bytes = static_cast<long double>(gib) * (1LL << 30);
-  const long double slots = std::floor(bytes / static_cast<long double>(bytes_per_block));
-  if (slots > static_cast<long double>(int64_t{1} << 40)) {
-    throw std::invalid_argument(fmt::format("--swap-space-gib {} is too large", gib));
-  }
-  return static_cast<int64_t>(slots);
 }
 
 void run(const CLI::App& cmd, ReplayOptions& o) {
@@ -133,62 +112,35 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   const bool named = model_given(o.plan);
   if (!named) o.plan.model = kDefaultModel;
   PlanInputs in = resolve_plan_inputs(o.plan);
-  // Replay conventions §7: the model's context length when a model is named, else 1 + the
-  // trace's longest input + output.
-  if (in.max_model_len == 0 && (!named || in.model.max_position_embeddings == 0)) {
-    in.max_model_len = default_max_model_len(trace);
-  }
-  const Plan plan = compute_plan(in);
-  // Block 0 is vLLM's null block: a pool needs at least one more to hold any KV.
-  if (plan.num_gpu_blocks < 2) {
-    throw std::invalid_argument(fmt::format(
-        "the KV pool has {} block(s) of {} tokens, {} usable (block 0 is the null block): lower "
-        "--block-size or give the cache more memory",
-        plan.num_gpu_blocks, plan.block_size, std::max<int64_t>(plan.num_gpu_blocks - 1, 0)));
-  }
+  resolve_max_model_len(in, trace, /*model_is_default=*/!named);
+  const Plan plan = plan_replay_pool(in);
 
-  ReplayConfig rc;
-  SchedulerConfig& sc = rc.scheduler;
-  const BatchLimits defaults = vllm_default_batch_limits(in.gpu);
-  sc.max_num_batched_tokens = o.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
-  sc.max_num_seqs = o.max_num_seqs.value_or(defaults.max_num_seqs);
-  apply(o.sched, sc);
-  sc.max_model_len = to_i32(plan.max_model_len, "max_model_len");
-  sc.block_size = to_i32(plan.block_size, "block_size");
-  sc.num_gpu_blocks = to_i32(plan.num_gpu_blocks, "num_gpu_blocks");
-  if (!o.sched.enable_chunked_prefill && !o.max_num_batched_tokens) {
-    // vLLM: with chunked prefill off the default budget becomes max(L, default).
-    sc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, sc.max_model_len);
-  }
-  if (o.preemption_mode == "swap") {
-    sc.preemption_mode = PreemptionMode::SWAP;
-    sc.num_host_swap_slots = host_swap_slots(o.swap_space_gib, plan.bytes_per_block);
-  }
-  rc.swap_bytes_per_block = plan.bytes_per_block;
-  rc.swap_bandwidth_bytes_per_s = o.swap_bandwidth_gbps * 1e9;
-  validate(sc);
-  rc.check_invariants = o.check_invariants;
-  rc.record_timeline = true;
-  rc.record_requests = !o.requests_path.empty();
+  ReplaySettings settings;
+  apply(o.sched, settings.scheduler);
+  settings.max_num_batched_tokens = o.max_num_batched_tokens;
+  settings.max_num_seqs = o.max_num_seqs;
+  if (o.preemption_mode == "swap") settings.scheduler.preemption_mode = PreemptionMode::SWAP;
+  settings.swap_space_gib = o.swap_space_gib;
+  settings.swap_bandwidth_gbps = o.swap_bandwidth_gbps;
+  settings.check_invariants = o.check_invariants;
+  settings.record_timeline = !o.timeline_path.empty();
+  settings.record_requests = !o.requests_path.empty();
+  const ReplayConfig rc = make_replay_config(plan, in.gpu, settings);
+  const SchedulerConfig& sc = rc.scheduler;
 
   const std::unique_ptr<StepTimeModel> step_time =
       make_step_time_model(o.sched.step_time, in, plan);
-  std::unique_ptr<KvBackend> backend;
   KvBackendConfig bc;
   bc.kind = parse_kv_backend_kind(o.backend);
-  if (bc.kind == KvBackendKind::kNull) {
-    backend = std::make_unique<NullKvBackend>();
-  } else {
-    bc.num_blocks = plan.num_gpu_blocks;
-    bc.block_size = sc.block_size;
-    bc.num_layers = to_i32(plan.num_layers, "num_layers");
-    bc.num_kv_heads = to_i32(plan.num_kv_heads_per_rank, "num_kv_heads");
-    bc.head_dim = to_i32(plan.head_dim, "head_dim");
-    bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
-    bc.max_layers = o.backend_max_layers;
-    bc.host_swap_slots = sc.num_host_swap_slots;
-    backend = make_kv_backend(bc);
-  }
+  bc.num_blocks = plan.num_gpu_blocks;
+  bc.block_size = sc.block_size;
+  bc.num_layers = static_cast<int32_t>(plan.num_layers);
+  bc.num_kv_heads = static_cast<int32_t>(plan.num_kv_heads_per_rank);
+  bc.head_dim = static_cast<int32_t>(plan.head_dim);
+  bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
+  bc.max_layers = o.backend_max_layers;
+  bc.host_swap_slots = sc.num_host_swap_slots;
+  const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
   // Last check before the run: every output path can be written.
   outputs.open_all();
 
@@ -216,10 +168,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   ctx.gpu = plan.gpu_name;
   ctx.kv_cache_dtype = plan.kv_cache_dtype;
   ctx.pool_overridden = plan.num_gpu_blocks_overridden;
-  ctx.formula_max_concurrency =
-      plan.num_gpu_blocks_overridden
-          ? pool_formula_concurrency(plan.num_gpu_blocks, plan.block_size, plan.max_model_len)
-          : plan.max_concurrency;
+  ctx.formula_max_concurrency = formula_max_concurrency(plan);
   ctx.vllm_max_concurrency = plan.vllm_max_concurrency;
   ctx.vllm_log_lines = {vllm_kv_cache_size_line(plan), vllm_max_concurrency_line(plan)};
   ctx.scheduler = sc;

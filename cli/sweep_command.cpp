@@ -140,7 +140,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
 
   SweepBase base;
   base.plan = resolve_plan_inputs(o.plan);
-  apply(o.sched, base.scheduler);
+  apply(o.sched, base.settings.scheduler);
   base.step_time = o.sched.step_time;
 
   const Trace trace = read_trace(o.trace_path, o.trace);

@@ -17,18 +17,6 @@ KvBackendKind parse_kv_backend_kind(std::string_view name) {
       fmt::format("unknown KV backend '{}' (expected null, host or cuda)", name));
 }
 
-const char* kv_backend_kind_name(KvBackendKind kind) {
-  switch (kind) {
-    case KvBackendKind::kNull:
-      return "null";
-    case KvBackendKind::kHost:
-      return "host";
-    case KvBackendKind::kCuda:
-      return "cuda";
-  }
-  return "?";
-}
-
 KvCacheLayout KvBackendConfig::pool_layout() const {
   KvCacheLayout l;
   l.num_blocks = num_blocks;

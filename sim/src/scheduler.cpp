@@ -89,7 +89,6 @@ void SchedulerOutput::clear() {
   total_num_scheduled_tokens = 0;
   num_prefill_tokens = 0;
   num_decode_tokens = 0;
-  num_skipped_running = 0;
   admission_stop = AdmissionStop::QUEUE_EMPTY;
 }
 
@@ -387,8 +386,6 @@ const SchedulerOutput& Scheduler::schedule() {
   int64_t token_budget = config_.max_num_batched_tokens;
 
   const bool preempted = schedule_running(token_budget);
-  output_.num_skipped_running =
-      static_cast<int32_t>(running_.size()) - static_cast<int32_t>(output_.scheduled.size());
   if (preempted) {
     output_.admission_stop = AdmissionStop::PREEMPTED;
   } else {

@@ -2,6 +2,7 @@
 // parallel and sharded runs give the same bytes as a serial one.
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,30 @@ TEST(SweepReplay, JobsAndShardsGiveIdenticalCsv) {
   const auto rows = run_sweep(points, runner, lengths, 2);
   EXPECT_GT(rows[1].outcome.preemptions + rows[0].outcome.preemptions, 0);  // bs 16, 300 blocks
   for (const SweepRow& r : rows) EXPECT_LE(r.outcome.peak_running, r.outcome.max_num_seqs);
+}
+
+// vLLM's "chunked prefill off -> default budget = max(L, default)" rule holds for every grid
+// point (it used to exist only in `kvsim replay`, so such a sweep failed validation everywhere).
+TEST(SweepReplay, ChunkedPrefillOffRaisesTheDefaultBudgetToMaxModelLen) {
+  const Trace trace = synthetic_trace();
+  const auto lengths = trace_lengths(trace);
+  SweepBase base = small_base();  // rtx4090: default budget 2048 < max_model_len 4096
+  base.settings.scheduler.enable_chunked_prefill = false;
+  SweepAxes axes;
+  axes.block_sizes = {16, 32};
+  const auto points = expand_sweep(axes);
+  const auto rows = run_sweep(
+      points, [&](const SweepPoint& p) { return replay_sweep_point(base, trace, p); }, lengths, 1);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const SweepRow& r : rows) {
+    EXPECT_EQ(r.outcome.max_num_batched_tokens, 4096);
+    EXPECT_EQ(r.outcome.finished, 300);
+  }
+  // An explicit budget below max_model_len is still refused, as vLLM does.
+  SweepAxes small;
+  small.max_num_batched_tokens = {2048};
+  const auto small_points = expand_sweep(small);
+  EXPECT_THROW(replay_sweep_point(base, trace, small_points[0]), std::invalid_argument);
 }
 
 TEST(SweepReplay, VllmDefaultBatchLimits) {

@@ -22,7 +22,6 @@ enum class KvBackendKind : uint8_t { kNull, kHost, kCuda };
 
 // null | host | cuda; throws std::invalid_argument naming the value otherwise.
 KvBackendKind parse_kv_backend_kind(std::string_view name);
-const char* kv_backend_kind_name(KvBackendKind kind);
 
 struct KvBackendConfig {
   KvBackendKind kind = KvBackendKind::kNull;

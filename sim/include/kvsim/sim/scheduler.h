@@ -119,7 +119,6 @@ struct SchedulerOutput {
   int64_t total_num_scheduled_tokens = 0;
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
-  int32_t num_skipped_running = 0;  // running requests not scheduled (budget ran out or break)
   AdmissionStop admission_stop = AdmissionStop::QUEUE_EMPTY;
 
   void clear();
@@ -158,7 +157,6 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
   bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
-  const SchedulerOutput& last_output() const { return output_; }
 
   // SWAP mode: host slots not held by any swapped-out request, and the slots one request holds
   // (in block order; empty unless it is waiting with its KV on host).

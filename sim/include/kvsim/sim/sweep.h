@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kvsim/core/planner.h"
+#include "kvsim/sim/replay_setup.h"
 #include "kvsim/sim/scheduler.h"
 #include "kvsim/sim/trace.h"
 
@@ -149,9 +150,9 @@ uint64_t sweep_fingerprint(std::string_view canonical);
 // equal to sweep_csv_header(); every row must have exactly the header's field count, each field
 // a valid value of its column's type (integers canonical: no sign, no leading zero), and the
 // file must end in a newline; every row must agree on num_configs and sweep_id, no config index
-// may appear twice, and together they must cover 0 .. num_configs-1. Returns the merged CSV, rows sorted by
-// config index: byte-identical to an unsharded run's CSV. Throws std::invalid_argument naming the
-// file and line (and column for a bad field).
+// may appear twice, and together they must cover 0 .. num_configs-1. Returns the merged CSV, rows
+// sorted by config index: byte-identical to an unsharded run's CSV. Throws std::invalid_argument
+// naming the file and line (and column for a bad field).
 struct NamedText {
   std::string name;
   std::string text;
@@ -163,29 +164,19 @@ std::string format_sweep_table(std::span<const SweepRow> rows);
 
 // ---- Running one grid point as a replay (what `kvsim sweep` plugs into run_sweep) ----
 
-// The settings every grid point starts from.
+// The settings every grid point starts from; a point's axes override them. Unset batch limits
+// take vLLM's `vllm serve` defaults for the card (make_replay_config, replay_setup.h).
 struct SweepBase {
-  PlanInputs plan;            // model, card, block size, pool, KV dtype, max_model_len
-  SchedulerConfig scheduler;  // policy knobs; its block/pool/length fields are overwritten
-  // Not swept and not given: vLLM's `vllm serve` defaults for the card (vllm_default_batch_limits).
-  std::optional<int32_t> max_num_seqs;
-  std::optional<int32_t> max_num_batched_tokens;
+  PlanInputs plan;          // model, card, block size, pool, KV dtype, max_model_len
+  ReplaySettings settings;  // scheduler policy knobs and batch limits (records are never kept)
   std::string step_time = "roofline";  // --step-time spec
 };
 
-// vLLM 0.26 `vllm serve` defaults (spec 5.2): a card with >= 70 GiB that is not an A100 gets
-// max_num_batched_tokens 8192 and max_num_seqs 1024, any other card 2048 and 256; then
-// max_num_seqs = min(max_num_seqs, max_num_batched_tokens).
-struct BatchLimits {
-  int32_t max_num_seqs = 0;
-  int32_t max_num_batched_tokens = 0;
-};
-BatchLimits vllm_default_batch_limits(const GpuSpec& gpu);
-
-// Plans the pool for the point (compute_plan with the point's overrides), builds the scheduler
-// config and step-time model, replays `trace` on the null backend and returns the outcome.
-// max_model_len: the flag's, else the model's max_position_embeddings, else 1 + the trace's
-// longest input + output. Throws std::invalid_argument for a pool with no usable block (N < 2).
+// Plans the pool for the point (plan_replay_pool with the point's overrides), builds the replay
+// config (make_replay_config: the same rules as `kvsim replay`) and step-time model, replays
+// `trace` on the null backend and returns the outcome. max_model_len: resolve_max_model_len.
+// Throws std::invalid_argument for a pool with no usable block (N < 2) or a scheduler config
+// validate() refuses.
 // Safe to call concurrently (shares only const data).
 SweepOutcome replay_sweep_point(const SweepBase& base, const Trace& trace, const SweepPoint& point);
 

@@ -1,0 +1,96 @@
+// make_replay_config / resolve_max_model_len / plan_replay_pool: the one place replay, sweep and
+// bench_replay turn settings into a ReplayConfig.
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+#include "kvsim/core/model_presets.h"
+#include "kvsim/sim/replay_setup.h"
+
+namespace kvsim {
+namespace {
+
+Trace two_requests() {
+  Trace t;
+  t.path = "t";
+  TraceRequest a;
+  a.input_tokens = 1000;
+  a.output_tokens = 200;
+  TraceRequest b;
+  b.input_tokens = 300;
+  b.output_tokens = 3000;
+  t.requests = {a, b};
+  return t;
+}
+
+PlanInputs qwen_on(const char* gpu) {
+  PlanInputs in;
+  in.model = find_model_preset("qwen2.5-7b");
+  in.gpu = find_gpu_preset(gpu);
+  return in;
+}
+
+TEST(ReplaySetup, MaxModelLenDefaults) {
+  const Trace t = two_requests();
+  PlanInputs named = qwen_on("rtx4090");
+  resolve_max_model_len(named, t);
+  EXPECT_EQ(named.max_model_len, 0) << "a named model keeps its max_position_embeddings";
+  PlanInputs dflt = qwen_on("rtx4090");
+  resolve_max_model_len(dflt, t, /*model_is_default=*/true);
+  EXPECT_EQ(dflt.max_model_len, 1 + 300 + 3000);
+  PlanInputs given = qwen_on("rtx4090");
+  given.max_model_len = 777;
+  resolve_max_model_len(given, t, true);
+  EXPECT_EQ(given.max_model_len, 777);
+}
+
+TEST(ReplaySetup, BatchLimitsAndChunkedPrefillRule) {
+  PlanInputs in = qwen_on("rtx4090");
+  in.max_model_len = 4096;
+  const Plan plan = plan_replay_pool(in);
+  ReplaySettings s;
+  ReplayConfig rc = make_replay_config(plan, in.gpu, s);
+  EXPECT_EQ(rc.scheduler.max_num_batched_tokens, 2048);
+  EXPECT_EQ(rc.scheduler.max_num_seqs, 256);
+  EXPECT_EQ(rc.scheduler.num_gpu_blocks, plan.num_gpu_blocks);
+  EXPECT_EQ(rc.scheduler.max_model_len, 4096);
+  EXPECT_FALSE(rc.record_timeline);
+  s.scheduler.enable_chunked_prefill = false;
+  rc = make_replay_config(plan, in.gpu, s);
+  EXPECT_EQ(rc.scheduler.max_num_batched_tokens, 4096);
+  s.max_num_batched_tokens = 5000;
+  s.max_num_seqs = 7;
+  rc = make_replay_config(plan, in.gpu, s);
+  EXPECT_EQ(rc.scheduler.max_num_batched_tokens, 5000);
+  EXPECT_EQ(rc.scheduler.max_num_seqs, 7);
+  s.max_num_batched_tokens = 1000;  // explicit and < L with chunked prefill off: vLLM refuses
+  EXPECT_THROW(make_replay_config(plan, in.gpu, s), std::invalid_argument);
+}
+
+TEST(ReplaySetup, SwapSlotsFromSpace) {
+  PlanInputs in = qwen_on("rtx4090");
+  in.max_model_len = 4096;
+  const Plan plan = plan_replay_pool(in);
+  ReplaySettings s;
+  s.scheduler.preemption_mode = PreemptionMode::SWAP;
+  s.swap_space_gib = 1.0;
+  const ReplayConfig rc = make_replay_config(plan, in.gpu, s);
+  EXPECT_EQ(rc.scheduler.num_host_swap_slots, (int64_t{1} << 30) / plan.bytes_per_block);
+  EXPECT_EQ(rc.swap_bytes_per_block, plan.bytes_per_block);
+  EXPECT_DOUBLE_EQ(rc.swap_bandwidth_bytes_per_s, 25e9);
+  s.swap_bandwidth_gbps = 0;
+  EXPECT_THROW(make_replay_config(plan, in.gpu, s), std::invalid_argument);
+}
+
+TEST(ReplaySetup, RefusesPoolWithoutUsableBlock) {
+  PlanInputs in = qwen_on("rtx4090");
+  in.max_model_len = 16;  // one block: the planner accepts a 1-block pool, a replay cannot
+  in.num_gpu_blocks_override = 1;
+  EXPECT_THROW(plan_replay_pool(in), std::invalid_argument);
+  in.num_gpu_blocks_override = 2;
+  const Plan plan = plan_replay_pool(in);
+  EXPECT_EQ(formula_max_concurrency(plan), 2 * 16 / 16);
+}
+
+}  // namespace
+}  // namespace kvsim
