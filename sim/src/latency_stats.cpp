@@ -8,16 +8,19 @@
 
 namespace kvsim {
 
-double percentile_sorted(std::span<const double> sorted, double q) {
-  if (sorted.empty()) throw std::invalid_argument("percentile of an empty set");
+int64_t nearest_rank_index(double q, int64_t n) {
+  if (n <= 0) throw std::invalid_argument("percentile of an empty set");
   if (!(q >= 0.0 && q <= 1.0)) {
     throw std::invalid_argument(fmt::format("percentile q must be in [0, 1], got {}", q));
   }
-  const double n = static_cast<double>(sorted.size());
-  const double rank = q * n;
+  const double count = static_cast<double>(n);
+  const double rank = q * count;
   const double k = std::ceil(rank - 1e-9 * std::max(1.0, rank));
-  const auto index = static_cast<size_t>(std::clamp(k, 1.0, n)) - 1;
-  return sorted[index];
+  return static_cast<int64_t>(std::clamp(k, 1.0, count)) - 1;
+}
+
+double percentile_sorted(std::span<const double> sorted, double q) {
+  return sorted[static_cast<size_t>(nearest_rank_index(q, static_cast<int64_t>(sorted.size())))];
 }
 
 LatencySummary summarize_latencies(std::span<double> values) {

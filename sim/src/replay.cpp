@@ -75,6 +75,10 @@ class Engine {
   void execute_batch(const SchedulerOutput& out);
   [[noreturn]] void livelock(int64_t steps) const;
   void finish_summary();
+  // Distinct blocks held (ref > 0): the usable N - 1 minus the free ones (BlockPool I2).
+  int32_t used_blocks() const {
+    return sched_.config().num_gpu_blocks - 1 - sched_.kv_cache_manager().num_free_blocks();
+  }
 
   const ReplayConfig& config_;
   const Trace& trace_;
@@ -150,8 +154,7 @@ void Engine::on_step(const SchedulerOutput& out) {
   sum.peak_running = std::max(sum.peak_running, running);
 
   const KVCacheManager& kv = sched_.kv_cache_manager();
-  const int32_t usable = sched_.config().num_gpu_blocks - 1;
-  const int32_t used = usable - kv.num_free_blocks();
+  const int32_t used = used_blocks();
   const int64_t padding = kv.padding_tokens();
   sum_padding_ += static_cast<double>(padding);
   sum.padding_tokens_peak = std::max(sum.padding_tokens_peak, padding);
@@ -160,7 +163,7 @@ void Engine::on_step(const SchedulerOutput& out) {
         static_cast<double>(padding) / (static_cast<double>(used) * sched_.config().block_size);
     ++padding_fraction_steps_;
   }
-  const double usage = usable > 0 ? static_cast<double>(used) / usable : 0.0;
+  const double usage = kv.usage();
   sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
   sum_usage_ += usage;
   ++usage_steps_;
@@ -200,7 +203,7 @@ void Engine::log_row(const SchedulerOutput& out, int64_t duration_ns) {
   row.prefill_tokens = out.num_prefill_tokens;
   row.decode_tokens = out.num_decode_tokens;
   row.free_blocks = kv.num_free_blocks();
-  row.used_blocks = sched_.config().num_gpu_blocks - 1 - row.free_blocks;
+  row.used_blocks = used_blocks();
   row.cached_blocks = kv.block_pool().num_cached_blocks();
   row.padding_tokens = kv.padding_tokens();
   row.preemptions = preempted;
@@ -425,10 +428,8 @@ ReplayResult Engine::run() {
 
 int32_t histogram_percentile(const std::vector<int64_t>& hist, int64_t total, double q) {
   if (total == 0) return 0;
-  // Nearest rank: the smallest k whose cumulative count reaches ceil(q * total).
-  auto rank =
-      static_cast<int64_t>(q * static_cast<double>(total) - 1e-9 * static_cast<double>(total));
-  rank = std::max<int64_t>(1, rank + 1);
+  // Nearest rank: the smallest k whose cumulative count reaches the rank's 1-based position.
+  const int64_t rank = nearest_rank_index(q, total) + 1;
   int64_t cum = 0;
   for (size_t k = 0; k < hist.size(); ++k) {
     cum += hist[k];

@@ -108,6 +108,10 @@ std::span<const int64_t> Scheduler::host_slots(int64_t request_id) const {
   return host_slots_of_[static_cast<size_t>(request_id)];
 }
 
+int64_t Scheduler::blocks_needed(int64_t tokens) const {
+  return cdiv(std::min<int64_t>(tokens, config_.max_model_len), config_.block_size);
+}
+
 bool Scheduler::check_new_request(const Request& r, RejectReason* reason) const {
   const int64_t usable_blocks = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
   const int64_t prompt = r.num_prompt_tokens;
@@ -116,8 +120,7 @@ bool Scheduler::check_new_request(const Request& r, RejectReason* reason) const 
     why = RejectReason::EMPTY_PROMPT;
   } else if (prompt >= config_.max_model_len) {
     why = RejectReason::PROMPT_TOO_LONG;
-  } else if (cdiv(std::min<int64_t>(prompt + config_.num_lookahead_tokens, config_.max_model_len),
-                  config_.block_size) > usable_blocks) {
+  } else if (blocks_needed(prompt + config_.num_lookahead_tokens) > usable_blocks) {
     why = RejectReason::PROMPT_EXCEEDS_POOL;
   } else {
     return true;
@@ -230,11 +233,8 @@ void Scheduler::preempt(Request* victim) {
   // not change this: a resumed request needs its whole table again.
   const int64_t usable = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
   const int64_t tokens = victim->num_tokens();
-  const int64_t need =
-      cdiv(std::min<int64_t>(tokens + config_.num_lookahead_tokens, config_.max_model_len),
-           config_.block_size);
-  const int64_t need_gate =
-      cdiv(std::min<int64_t>(tokens, config_.max_model_len), config_.block_size);
+  const int64_t need = blocks_needed(tokens + config_.num_lookahead_tokens);
+  const int64_t need_gate = blocks_needed(tokens);
   const bool gate_holds_it = config_.scheduler_reserve_full_isl && need_gate > usable;
   const bool abort = need > usable && !gate_holds_it;
   // The swap-out entries are emitted before the blocks are freed: they run before this step's
@@ -332,10 +332,13 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     // A swapped-out request keeps num_computed_tokens > 0, so it skips the prefix lookup: its
     // KV comes back from host.
     const bool swapped = !host_slots(req->request_id).empty();
-    ComputedBlocks hits;
+    // A member, so the lookup reuses its capacity instead of allocating per admission.
+    ComputedBlocks& hits = computed_blocks_scratch_;
+    hits.blocks.clear();
+    hits.num_computed_tokens = 0;
     int32_t computed = req->num_computed_tokens;
     if (computed == 0 && config_.enable_prefix_caching) {
-      hits = kv_.get_computed_blocks(*req);
+      kv_.get_computed_blocks(*req, hits);
       computed = hits.num_computed_tokens;
     }
     int64_t n = static_cast<int64_t>(req->num_tokens()) - computed;

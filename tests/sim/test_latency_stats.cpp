@@ -90,3 +90,19 @@ TEST(LatencyCollector, RejectsOutOfOrderTimestamps) {
 
 }  // namespace
 }  // namespace kvsim
+
+namespace kvsim {
+namespace {
+
+TEST(LatencyStats, NearestRankIndex) {
+  EXPECT_EQ(nearest_rank_index(0.5, 4), 1);     // ceil(2) - 1
+  EXPECT_EQ(nearest_rank_index(0.07, 100), 6);  // 7.000000000000001 is rank 7, not 8
+  EXPECT_EQ(nearest_rank_index(0.99, 10), 9);
+  EXPECT_EQ(nearest_rank_index(0.0, 5), 0);
+  EXPECT_EQ(nearest_rank_index(1.0, 5), 4);
+  EXPECT_THROW(nearest_rank_index(0.5, 0), std::invalid_argument);
+  EXPECT_THROW(nearest_rank_index(1.5, 3), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kvsim

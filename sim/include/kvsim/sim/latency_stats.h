@@ -19,6 +19,11 @@
 
 namespace kvsim {
 
+// The nearest-rank percentile's 0-based index into n ascending values: ceil(q * n) - 1 with the
+// tolerance above, clamped to [0, n - 1]. Used for latencies and for the replay's
+// running-requests histogram alike. Throws std::invalid_argument if n == 0 or q is outside [0, 1].
+int64_t nearest_rank_index(double q, int64_t n);
+
 // Nearest-rank percentile of an ascending-sorted range. Throws std::invalid_argument if `sorted`
 // is empty or q is outside [0, 1].
 double percentile_sorted(std::span<const double> sorted, double q);

@@ -167,6 +167,9 @@ class Scheduler {
   std::span<const int64_t> host_slots(int64_t request_id) const;
 
  private:
+  // Blocks a sequence of `tokens` tokens (lookahead included by the caller) holds at once:
+  // cdiv(min(tokens, max_model_len), block_size).
+  int64_t blocks_needed(int64_t tokens) const;
   bool schedule_running(int64_t& token_budget);
   void schedule_waiting(int64_t& token_budget);
   void preempt(Request* victim);
@@ -186,6 +189,7 @@ class Scheduler {
   std::vector<int64_t> free_host_slots_;   // stack: back() is handed out next
   std::vector<std::vector<int64_t>> host_slots_of_;  // request id -> host slots held
   SchedulerOutput output_;
+  ComputedBlocks computed_blocks_scratch_;  // schedule_waiting's prefix lookup (capacity reused)
   int64_t step_ = 0;
   bool output_pending_ = false;
 };
