@@ -5,6 +5,7 @@
 #include <atomic>
 #include <charconv>
 #include <exception>
+#include <new>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -130,19 +131,24 @@ std::vector<SweepRow> run_sweep(std::span<const SweepPoint> points, const SweepR
     if (shard.contains(p.index)) mine.push_back(&p);
   }
   std::vector<SweepRow> rows(mine.size());
-  std::vector<std::string> errors(mine.size());
-  std::vector<char> failed(mine.size(), 0);
+  std::vector<std::exception_ptr> errors(mine.size());
   std::atomic<size_t> next{0};
-  // Each worker claims the next unclaimed point and writes only its own slots.
+  std::atomic<bool> stop{false};
+  // Each worker claims the next unclaimed point (in grid order) and writes only its own slots.
+  // After a failure no new point is handed out. Claims are ordered, so every point below a
+  // failing one was claimed and runs to completion: the lowest failing point overall is always
+  // among the recorded failures, whatever `jobs` is.
   auto work = [&] {
-    for (size_t i = next.fetch_add(1); i < mine.size(); i = next.fetch_add(1)) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t i = next.fetch_add(1);
+      if (i >= mine.size()) return;
       try {
         rows[i].point = *mine[i];
         rows[i].outcome = runner(*mine[i]);
         rows[i].expected = expected_padding(lengths, rows[i].outcome.block_size);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-        failed[i] = 1;
+      } catch (...) {
+        errors[i] = std::current_exception();
+        stop.store(true, std::memory_order_relaxed);
       }
     }
   };
@@ -155,9 +161,19 @@ std::vector<SweepRow> run_sweep(std::span<const SweepPoint> points, const SweepR
     for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(work);
   }
   for (size_t i = 0; i < mine.size(); ++i) {
-    if (failed[i]) {
-      throw std::runtime_error(
-          fmt::format("sweep config {} ({}): {}", mine[i]->index, mine[i]->describe(), errors[i]));
+    if (!errors[i]) continue;
+    const std::string where =
+        fmt::format("sweep config {} ({})", mine[i]->index, mine[i]->describe());
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const std::bad_alloc&) {
+      throw;  // out of memory stays itself (the CLI reports it as such)
+    } catch (const std::invalid_argument& e) {
+      std::throw_with_nested(std::invalid_argument(fmt::format("{}: {}", where, e.what())));
+    } catch (const std::exception& e) {
+      std::throw_with_nested(std::runtime_error(fmt::format("{}: {}", where, e.what())));
+    } catch (...) {
+      std::throw_with_nested(std::runtime_error(where + ": unknown error"));
     }
   }
   return rows;

@@ -1,5 +1,7 @@
 // Sweep library: grid expansion, sharding, parallel determinism, CSV merge, padding expectation.
 #include <atomic>
+#include <exception>
+#include <new>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -181,6 +183,44 @@ TEST(RunSweep, RunnerErrorNamesTheLowestFailingConfig) {
     }
   }
   EXPECT_THROW(run_sweep(points, fake_replay, {}, 0), std::invalid_argument);
+}
+
+TEST(RunSweep, RunnerErrorsKeepTheirTypeAndNestTheOriginal) {
+  const auto points = expand_sweep(three_axes());
+  auto bad_config = [](const SweepPoint& p) -> SweepOutcome {
+    if (p.index >= 2) throw std::invalid_argument("bad pool");
+    return fake_replay(p);
+  };
+  try {
+    run_sweep(points, bad_config, {}, 2);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("sweep config 2 (", 0), 0u) << e.what();
+    try {
+      std::rethrow_if_nested(e);
+      ADD_FAILURE() << "no nested exception";
+    } catch (const std::invalid_argument& inner) {
+      EXPECT_STREQ(inner.what(), "bad pool");
+    }
+  }
+  auto oom = [](const SweepPoint& p) -> SweepOutcome {
+    if (p.index == 1) throw std::bad_alloc();
+    return fake_replay(p);
+  };
+  EXPECT_THROW(run_sweep(points, oom, {}, 3), std::bad_alloc);
+}
+
+TEST(RunSweep, NoPointStartsAfterAFailure) {
+  const auto points = expand_sweep(three_axes());
+  ASSERT_GT(points.size(), 4u);
+  std::atomic<int> started{0};
+  auto fail_first = [&](const SweepPoint& p) -> SweepOutcome {
+    started.fetch_add(1);
+    if (p.index == 0) throw std::runtime_error("first");
+    return fake_replay(p);
+  };
+  EXPECT_THROW(run_sweep(points, fail_first, {}, 1), std::runtime_error);
+  EXPECT_EQ(started.load(), 1);
 }
 
 // Brute force over every length a request holds (see sweep.h for the definition).

@@ -128,8 +128,11 @@ struct ShardSpec {
 ShardSpec parse_shard(std::string_view text);
 
 // Runs the runner over the points of `shard` with `jobs` threads (jobs >= 1) and returns their
-// rows in grid order. If runners throw, the exception of the lowest-index point is rethrown as
-// std::runtime_error prefixed with its description; every started run is joined first.
+// rows in grid order. After a runner throws, no further point is started; every started run is
+// joined. The lowest-index failure (deterministic: independent of `jobs`) is rethrown:
+// std::bad_alloc as itself; otherwise std::invalid_argument (for an invalid_argument) or
+// std::runtime_error prefixed "sweep config I (description): ", with the original nested
+// (std::throw_with_nested).
 std::vector<SweepRow> run_sweep(std::span<const SweepPoint> points, const SweepRunner& runner,
                                 std::span<const SequenceLengths> lengths, int32_t jobs,
                                 const ShardSpec& shard = {});
