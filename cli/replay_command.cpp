@@ -173,6 +173,8 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   ctx.vllm_log_lines = {vllm_kv_cache_size_line(plan), vllm_max_concurrency_line(plan)};
   ctx.scheduler = sc;
   ctx.preemption_mode = o.preemption_mode;
+  ctx.num_layers = plan.num_layers;
+  ctx.backend_layers = bc.pool_layout().num_layers;
 
   // The human report goes to stdout unless an output file already does.
   if (!outputs.uses_stdout()) std::cout << format_replay_report(result.summary, ctx) << std::flush;

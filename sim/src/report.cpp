@@ -114,6 +114,8 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["backend"] = s.backend;
   j["preemption_mode"] = ctx.preemption_mode;
   if (s.backend_verified) {
+    j["num_layers"] = ctx.num_layers;
+    j["backend_layers"] = ctx.backend_layers;  // the backend numbers below cover these only
     j["backend_device_seconds"] = s.backend_device_seconds;
     j["backend_bytes_read"] = s.backend_bytes_read;
     j["backend_bytes_written"] = s.backend_bytes_written;
@@ -240,11 +242,16 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                                   s.backend_device_seconds * 1e-9
                             : 0.0;
     fmt::format_to(out,
-                   "backend {}: {:.3f} s device time, {} B read, {} B written ({:.1f} GB/s); "
+                   "backend {}{}: {:.3f} s device time, {} B read, {} B written ({:.1f} GB/s); "
                    "verification {} ({} slots): {}\n",
-                   s.backend, s.backend_device_seconds, s.backend_bytes_read,
-                   s.backend_bytes_written, gbps, s.verification.ok ? "OK" : "FAILED",
-                   s.verification.slots_checked, s.verification.detail);
+                   s.backend,
+                   ctx.backend_layers > 0 && ctx.backend_layers < ctx.num_layers
+                       ? fmt::format(" ({} of {} layers; bytes and time cover those only)",
+                                     ctx.backend_layers, ctx.num_layers)
+                       : "",
+                   s.backend_device_seconds, s.backend_bytes_read, s.backend_bytes_written, gbps,
+                   s.verification.ok ? "OK" : "FAILED", s.verification.slots_checked,
+                   s.verification.detail);
   }
   return o;
 }

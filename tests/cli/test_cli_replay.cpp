@@ -206,6 +206,28 @@ TEST(CliReplay, SwapModeOnTheHostBackendVerifies) {
   EXPECT_EQ(r["swap_outs"], 0);
 }
 
+// --backend-max-layers: the backend's bytes cover only the kept layers, and the JSON and the
+// report say so.
+TEST(CliReplay, BackendLayerCapIsReported) {
+  const CmdResult all = run_kvsim(swap_args("recompute", ""));
+  ASSERT_EQ(all.status, 0) << all.out;
+  const nlohmann::json a = json_of(all);
+  EXPECT_EQ(a["num_layers"], 2);
+  EXPECT_EQ(a["backend_layers"], 2);
+  const std::string report_file = tmp("layers_report.json");
+  const CmdResult one =
+      run_kvsim(swap_args("recompute", "", report_file) + " --backend-max-layers 1");
+  ASSERT_EQ(one.status, 0) << one.out;
+  const nlohmann::json o = nlohmann::json::parse(slurp(report_file));
+  EXPECT_EQ(o["num_layers"], 2);
+  EXPECT_EQ(o["backend_layers"], 1);
+  EXPECT_EQ(o["backend_bytes_written"].get<int64_t>() * 2,
+            a["backend_bytes_written"].get<int64_t>());
+  EXPECT_NE(one.out.find("backend host (1 of 2 layers; bytes and time cover those only)"),
+            std::string::npos)
+      << one.out;
+}
+
 TEST(CliReplay, SwapSpaceExhaustionFallsBackAndTimelineHasSwapColumns) {
   // 0.00005 GiB = 26 slots of 2048 B: too few for one of the victims.
   const std::string tl = tmp("swap_timeline.csv");

@@ -39,6 +39,11 @@ struct ReportContext {
   std::vector<std::string> vllm_log_lines;  // "GPU KV cache size: ..." and "Maximum ..."
   SchedulerConfig scheduler;  // its preemption_mode selects the swap part of the report
   std::string preemption_mode = "recompute";
+  // A host/cuda backend may keep only some layers (--backend-max-layers): its bytes and device
+  // time cover `backend_layers` of the model's `num_layers` and are reported unscaled (the
+  // full model's would be about num_layers / backend_layers times larger). 0 = not known.
+  int64_t num_layers = 0;
+  int64_t backend_layers = 0;
 };
 
 // The lesson's formula over a pool: floor(N * block_size / L) (N counts the null block, as
