@@ -108,6 +108,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
                                             o.swap_bandwidth_gbps));
   }
   const Trace trace = read_trace(o.trace_path, o.trace);
+  fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim replay"));
   require_requests(trace, o.trace);
   const bool named = model_given(o.plan);
   if (!named) o.plan.model = kDefaultModel;

@@ -16,6 +16,7 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "kvsim/sim/report.h"
 #include "kvsim/sim/sweep.h"
 #include "kvsim/sim/trace.h"
 #include "output_files.h"
@@ -144,6 +145,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   base.step_time = o.sched.step_time;
 
   const Trace trace = read_trace(o.trace_path, o.trace);
+  fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim sweep"));
   require_requests(trace, o.trace);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);
   const auto runner = [&base, &trace](const SweepPoint& p) {

@@ -34,6 +34,13 @@ int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int64_t block_size,
   return max_model_len > 0 ? num_gpu_blocks * block_size / max_model_len : 0;
 }
 
+std::string format_bad_rows(const Trace& trace, std::string_view prefix) {
+  if (trace.bad_row_examples.empty()) return {};
+  std::string out = fmt::format("{}: {}; first bad rows:\n", prefix, describe_dropped(trace));
+  for (const std::string& e : trace.bad_row_examples) out += fmt::format("  {}\n", e);
+  return out;
+}
+
 nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportContext& ctx) {
   nlohmann::ordered_json j;
   j["trace"] = ctx.trace_path;

@@ -15,28 +15,14 @@
 
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
+
 namespace {
 
+using kvsim_cli_test::CliRun;
+using kvsim_cli_test::run_kvsim;
+
 namespace fs = std::filesystem;
-
-struct CmdResult {
-  int status = -1;
-  std::string out;  // stdout + stderr
-};
-
-// `redirect` is appended to the command line ("2>&1": both streams are captured).
-CmdResult kvsim(const std::string& args, const std::string& redirect = "2>&1") {
-  CmdResult r;
-  const std::string cmd = std::string(KVSIM_BINARY) + " " + args + " " + redirect;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 std::string cat(std::initializer_list<std::string_view> parts) {
   std::string s;
@@ -54,7 +40,7 @@ std::string slurp(const fs::path& p) {
 // The output is exactly one line, and it is the expected error.
 void expect_error(const std::string& args, const std::string& message) {
   SCOPED_TRACE(args);
-  const CmdResult r = kvsim(args);
+  const CliRun r = run_kvsim(args);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("kvsim: error: " + message), std::string::npos) << r.out;
 }
@@ -88,7 +74,7 @@ class CliBadInput : public ::testing::Test {
 // ---- 1, 2: --merge checks every field and the sweep fingerprint ----
 
 TEST_F(CliBadInput, MergeRefusesCorruptRows) {
-  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --csv " + path("all.csv"))).status, 0);
+  ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --csv " + path("all.csv"))).status, 0);
   const std::string good = slurp(dir_ / "all.csv");
   write("cut.csv", good.substr(0, good.size() - 3));
   expect_error("sweep --merge " + path("cut.csv"),
@@ -111,23 +97,23 @@ TEST_F(CliBadInput, MergeRefusesCorruptRows) {
 }
 
 TEST_F(CliBadInput, MergeRefusesShardsOfDifferentSweeps) {
-  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --shard 0/2 --csv " + path("a.csv"))).status, 0);
-  ASSERT_EQ(kvsim(sweep("--block-sizes 16,64 --shard 1/2 --csv " + path("b.csv"))).status, 0);
-  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --shard 1/2 --csv " + path("c.csv"))).status, 0);
+  ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --shard 0/2 --csv " + path("a.csv"))).status, 0);
+  ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,64 --shard 1/2 --csv " + path("b.csv"))).status, 0);
+  ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --shard 1/2 --csv " + path("c.csv"))).status, 0);
   expect_error("sweep --merge " + path("a.csv") + " " + path("b.csv"),
                "--merge: " + path("b.csv") + ":2: sweep_id ");
-  const CmdResult r = kvsim("sweep --merge " + path("a.csv") + " " + path("b.csv"));
+  const CliRun r = run_kvsim("sweep --merge " + path("a.csv") + " " + path("b.csv"));
   EXPECT_NE(r.out.find("in " + path("a.csv") + ":2: shards of different sweeps"), std::string::npos)
       << r.out;
   // The same sweep's shards still merge, and equal the unsharded run.
-  ASSERT_EQ(kvsim(sweep("--block-sizes 16,32 --jobs 2 --csv " + path("all.csv"))).status, 0);
-  const CmdResult m = kvsim("sweep --merge " + path("c.csv") + " " + path("a.csv"));
+  ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --jobs 2 --csv " + path("all.csv"))).status, 0);
+  const CliRun m = run_kvsim("sweep --merge " + path("c.csv") + " " + path("a.csv"));
   EXPECT_EQ(m.status, 0) << m.out;
   EXPECT_EQ(m.out, slurp(dir_ / "all.csv"));
 }
 
 TEST_F(CliBadInput, MergeTakesOnlyFilesAndOutput) {
-  ASSERT_EQ(kvsim(sweep("--block-sizes 16 --csv " + path("a.csv"))).status, 0);
+  ASSERT_EQ(run_kvsim(sweep("--block-sizes 16 --csv " + path("a.csv"))).status, 0);
   expect_error("sweep --merge " + path("a.csv") + " --model qwen2.5-7b --block-sizes 16",
                "--merge takes only the shard CSVs and -o/--output (got --model)");
   expect_error("sweep --merge " + path("a.csv") + " -o " + path("a.csv"),
@@ -147,12 +133,27 @@ TEST_F(CliBadInput, NoRequestsLeftAfterFiltering) {
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
         "5,ChatGPT,472,0,472,Conversation log\n"
         "6,ChatGPT,100,0,100,Conversation log\n");
-  const CmdResult r = kvsim(cat({"replay ", path("failed.csv"), " --no-progress"}));
+  const CliRun r = run_kvsim(cat({"replay ", path("failed.csv"), " --no-progress"}));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("no requests left after filtering (2 data rows read; 2 "), std::string::npos)
       << r.out;
+  // The first skipped rows' messages follow the dropped-rows summary on stderr.
+  write("some_bad.csv",
+        "arrived_at,num_prefill_tokens,num_decode_tokens\n0,100,10\nx,1,1\n1,50,5\n");
+  for (const std::string cmd : {"replay --no-progress", "sweep --block-sizes 16 --quiet"}) {
+    const CliRun s =
+        run_kvsim(cat({cmd, " ", path("some_bad.csv"), " --skip-bad-rows --model qwen2.5-7b"}),
+                  "2>&1 >/dev/null");
+    EXPECT_EQ(s.status, 0) << s.out;
+    EXPECT_NE(s.out.find(cat({"kvsim ", cmd.substr(0, cmd.find(' ')),
+                              ": 1 of 3 rows dropped: 1 field 'arrived_at': not a number of "
+                              "seconds; first bad rows:\n  ",
+                              path("some_bad.csv"), ":3: field 'arrived_at'"})),
+              std::string::npos)
+        << s.out;
+  }
   write("bad_rows.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\nx,1,1\ny,2,2\n");
-  const CmdResult b = kvsim(cat({"replay ", path("bad_rows.csv"), " --skip-bad-rows"}));
+  const CliRun b = run_kvsim(cat({"replay ", path("bad_rows.csv"), " --skip-bad-rows"}));
   EXPECT_EQ(b.status, 2) << b.out;
   EXPECT_NE(b.out.find("no requests left after filtering (2 data rows read; 2 "), std::string::npos)
       << b.out;
@@ -166,7 +167,7 @@ TEST_F(CliBadInput, StdoutWriteErrorsFail) {
        {replay(""), sweep("--block-sizes 16 --csv -"), std::string("plan --model qwen2.5-7b"),
         std::string("gen -n 10")}) {
     SCOPED_TRACE(args);
-    const CmdResult r = kvsim(args, "2>&1 >/dev/full");  // stderr captured, stdout full
+    const CliRun r = run_kvsim(args, "2>&1 >/dev/full");  // stderr captured, stdout full
     EXPECT_EQ(r.status, 2) << r.out;
     EXPECT_NE(r.out.find("kvsim: error: writing standard output failed"), std::string::npos)
         << r.out;
@@ -180,7 +181,7 @@ TEST_F(CliBadInput, UnusablePoolsAreRefused) {
                "the KV pool has 1 block(s) of 100000 tokens, 0 usable (block 0 is the null "
                "block)");
   // Every request rejected: the report is printed, then a summary error line and exit 2.
-  const CmdResult r = kvsim(replay("--max-model-len 2"));
+  const CliRun r = run_kvsim(replay("--max-model-len 2"));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("requests"), std::string::npos);
   EXPECT_NE(r.out.find("kvsim: error: all 24 requests were rejected (24 "), std::string::npos)
@@ -192,9 +193,9 @@ TEST_F(CliBadInput, SweepRefusesUnusablePoolsAndAllDeadConfigs) {
       sweep("--block-sizes 16,100000"),
       "sweep config 1 (block_size=100000): the KV pool has 1 block(s) of 100000 tokens, 0 usable");
   // Every config rejects everything: exit 2.
-  const CmdResult all = kvsim(cat({"sweep ", path("trace.csv"),
-                                   " --model qwen2.5-7b --max-model-len 2 --step-time fixed:5 "
-                                   "--block-sizes 16,32"}));
+  const CliRun all = run_kvsim(cat({"sweep ", path("trace.csv"),
+                                    " --model qwen2.5-7b --max-model-len 2 --step-time fixed:5 "
+                                    "--block-sizes 16,32"}));
   EXPECT_EQ(all.status, 2) << all.out;
   EXPECT_NE(
       all.out.find("kvsim sweep: warning: config 1 (block_size=32): all 24 requests rejected"),
@@ -218,7 +219,7 @@ TEST_F(CliBadInput, OutputPathsAreCheckedFirst) {
   expect_error(sweep("--block-sizes 16 --csv /nonexistent/x.csv"),
                "--csv /nonexistent/x.csv: cannot open for writing");
   // The bad path failed before the run: no replay summary on stderr.
-  const CmdResult r = kvsim(replay("--json /nonexistent/x.json"));
+  const CliRun r = run_kvsim(replay("--json /nonexistent/x.json"));
   EXPECT_EQ(r.out.find("kvsim replay:"), std::string::npos) << r.out;
 }
 
@@ -229,7 +230,7 @@ TEST_F(CliBadInput, IgnoredOrCoercedFlagsAreErrors) {
   expect_error("gen --seed 18446744073709551616",
                "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
   expect_error("gen --seed 99999999999999999999999", "--seed: 99999999999999999999999 is out");
-  EXPECT_EQ(kvsim("gen -n 1 -q --seed 18446744073709551615").status, 0);
+  EXPECT_EQ(run_kvsim("gen -n 1 -q --seed 18446744073709551615").status, 0);
   expect_error(replay("--rate 5"), "--rate needs --arrival poisson");
   expect_error(replay("--seed 3"), "--seed needs --arrival poisson");
   expect_error(replay("--arrival poisson"), "--arrival poisson needs --rate");
@@ -249,7 +250,7 @@ TEST_F(CliBadInput, IgnoredOrCoercedFlagsAreErrors) {
 TEST_F(CliBadInput, HelpIsTruthful) {
   for (const char* cmd : {"replay", "sweep"}) {
     SCOPED_TRACE(cmd);
-    const CmdResult r = kvsim(cat({cmd, " --help"}));
+    const CliRun r = run_kvsim(cat({cmd, " --help"}));
     EXPECT_EQ(r.status, 0);
     EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--scheduling-policy TEXT:{fcfs,priority}=fcfs"), std::string::npos)
@@ -257,7 +258,7 @@ TEST_F(CliBadInput, HelpIsTruthful) {
     EXPECT_NE(r.out.find("1 + the trace's longest input + output"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--no-enable-chunked-prefill"), std::string::npos);
   }
-  const CmdResult r = kvsim(replay("--num-layers 4"));
+  const CliRun r = run_kvsim(replay("--num-layers 4"));
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("qwen2.5-7b (default, shape overridden)"), std::string::npos) << r.out;
 }
@@ -278,7 +279,7 @@ TEST_F(CliBadInput, RangeMessagesAreShortAndShared) {
     expect_error(args + " --enable-prefix-caching --no-enable-prefix-caching",
                  "--no-enable-prefix-caching: conflicts with --enable-prefix-caching");
   }
-  const CmdResult r = kvsim(replay("--rate 0 --arrival poisson"));
+  const CliRun r = run_kvsim(replay("--rate 0 --arrival poisson"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("--rate: must be > 0, got 0"), std::string::npos) << r.out;
   EXPECT_LT(r.out.size(), 200u) << r.out;

@@ -2,7 +2,9 @@
 // "kvsim: error: ...", naming the flag or the file, line and field - never UB, a hang, a wrapped
 // number or a silent clip.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "cli_run.h"
 
 #include <array>
 #include <cstdio>
@@ -12,28 +14,13 @@
 
 namespace {
 
-struct RunResult {
-  std::string out;  // stdout and stderr
-  int code = -1;
-};
-
-RunResult kvsim(const std::string& args) {
-  const std::string cmd = std::string("'") + KVSIM_BINARY + "' " + args + " 2>&1";
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using kvsim_cli_test::CliRun;
+using kvsim_cli_test::run_kvsim;
 
 // Exit 2 and exactly "kvsim: error: <message>\n".
 void expect_error(const std::string& args, const std::string& message) {
-  const RunResult r = kvsim(args);
-  EXPECT_EQ(r.code, 2) << args;
+  const CliRun r = run_kvsim(args);
+  EXPECT_EQ(r.status, 2) << args;
   EXPECT_EQ(r.out, "kvsim: error: " + message + "\n") << args;
 }
 

@@ -1,7 +1,9 @@
 // End-to-end tests of `kvsim plan`: runs the built binary (KVSIM_BINARY) and checks its output
 // and exit status: the lesson's example, vLLM's log lines, --json keys and every error path.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "cli_run.h"
 
 #include <array>
 #include <cstdio>
@@ -11,25 +13,10 @@
 
 namespace {
 
-struct RunResult {
-  std::string out;
-  int code = -1;
-};
+using kvsim_cli_test::CliRun;
+using kvsim_cli_test::run_kvsim;
 
-// Runs `kvsim <args>`; stderr is merged into `out` when merge_stderr, else discarded.
-RunResult kvsim(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd =
-      std::string("'") + KVSIM_BINARY + "' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+const char* const kStdoutOnly = "2>/dev/null";  // most checks read stdout alone
 
 std::string data(const std::string& name) {
   return std::string("'") + KVSIM_SOURCE_DIR + "/tests/data/" + name + "'";
@@ -49,23 +36,23 @@ const std::string kSpec63 =
     "--gpu-memory-utilization 1 --overhead-gib 0 --weights-gib 0";
 
 nlohmann::json plan_json(const std::string& args) {
-  const RunResult r = kvsim(args + " --json");
-  EXPECT_EQ(r.code, 0) << args;
+  const CliRun r = run_kvsim(args + " --json", kStdoutOnly);
+  EXPECT_EQ(r.status, 0) << args;
   return nlohmann::json::parse(r.out);
 }
 
 TEST(CliPlan, LessonTableHumanOutput) {
-  RunResult r = kvsim(kLesson);
-  ASSERT_EQ(r.code, 0);
+  CliRun r = run_kvsim(kLesson, kStdoutOnly);
+  ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("13 concurrent sequences of 8,192 tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("57,344 B/token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("5.82 GiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nGPU KV cache size: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nMaximum concurrency for 8,192 tokens per request: "), std::string::npos);
-  r = kvsim(kLesson + " --weights-gib 5.5");
+  r = run_kvsim(kLesson + " --weights-gib 5.5", kStdoutOnly);
   EXPECT_NE(r.out.find("33 concurrent sequences"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("14.50 GiB"), std::string::npos) << r.out;
-  r = kvsim(kLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64");
+  r = run_kvsim(kLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64", kStdoutOnly);
   EXPECT_NE(r.out.find("66 concurrent sequences"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("8,484 tokens each for 64 concurrent sequences"), std::string::npos)
       << r.out;
@@ -98,8 +85,8 @@ TEST(CliPlan, JsonHasTheDocumentedKeys) {
 }
 
 TEST(CliPlan, Spec63VllmLinesExactly) {
-  const RunResult r = kvsim(kSpec63 + " --max-model-len 131072");
-  ASSERT_EQ(r.code, 0);
+  const CliRun r = run_kvsim(kSpec63 + " --max-model-len 131072", kStdoutOnly);
+  ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("\nGPU KV cache size: 491,520 tokens\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nMaximum concurrency for 131,072 tokens per request: 3.75x\n"),
             std::string::npos)
@@ -112,8 +99,8 @@ TEST(CliPlan, Spec63VllmLinesExactly) {
 
 TEST(CliPlan, OffByOneIsAWarningAndAFlag) {
   const std::string args = kSpec63 + " --max-model-len 8192 --num-gpu-blocks-override 512";
-  const RunResult r = kvsim(args);
-  ASSERT_EQ(r.code, 0);
+  const CliRun r = run_kvsim(args, kStdoutOnly);
+  ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("\nwarning: a request of max_model_len 8192 needs 512 blocks"),
             std::string::npos)
       << r.out;
@@ -136,8 +123,8 @@ TEST(CliPlan, ConfigJsonGivesThePresetsAnswer) {
 
 // Every error: exactly one line on stderr starting "kvsim: error:", nothing on stdout, exit 2.
 void expect_error(const std::string& args, const std::string& needle) {
-  const RunResult merged = kvsim(args, true);
-  EXPECT_EQ(merged.code, 2) << args << "\n" << merged.out;
+  const CliRun merged = run_kvsim(args);
+  EXPECT_EQ(merged.status, 2) << args << "\n" << merged.out;
   EXPECT_EQ(merged.out.rfind("kvsim: error: ", 0), 0u) << merged.out;
   EXPECT_EQ(count_lines(merged.out), 1u) << merged.out;
   EXPECT_NE(merged.out.find(needle), std::string::npos) << merged.out;

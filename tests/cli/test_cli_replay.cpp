@@ -1,6 +1,8 @@
 // `kvsim replay` end to end through the binary: report, JSON keys, CSVs, determinism, errors.
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -15,23 +17,8 @@
 
 namespace {
 
-struct CmdResult {
-  int status = -1;
-  std::string out;  // stdout + stderr
-};
-
-CmdResult run_kvsim(const std::string& args) {
-  const std::string cmd = std::string(KVSIM_BINARY) + " " + args + " 2>&1";
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using kvsim_cli_test::CliRun;
+using kvsim_cli_test::run_kvsim;
 
 std::string trace(const std::string& name) {
   const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
@@ -50,8 +37,8 @@ std::string tmp(const std::string& name) {
 }
 
 TEST(CliReplay, JsonSummaryHasTheReliedOnKeys) {
-  const CmdResult r = run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") +
-                                " --max-requests 300 --step-time fixed:20 --json - --no-progress");
+  const CliRun r = run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+                             " --max-requests 300 --step-time fixed:20 --json - --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string json = r.out.substr(0, r.out.rfind("}\n") + 2);
   const nlohmann::json j = nlohmann::json::parse(json);
@@ -93,10 +80,8 @@ TEST(CliReplay, JsonSummaryHasTheReliedOnKeys) {
 TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
   const std::string args = "replay " + trace("splitwise_conv.csv") +
                            " --max-requests 400 --num-gpu-blocks-override 2000 --no-progress";
-  const CmdResult a =
-      run_kvsim(args + " --timeline " + tmp("a.csv") + " --requests " + tmp("ra.csv"));
-  const CmdResult b =
-      run_kvsim(args + " --timeline " + tmp("b.csv") + " --requests " + tmp("rb.csv"));
+  const CliRun a = run_kvsim(args + " --timeline " + tmp("a.csv") + " --requests " + tmp("ra.csv"));
+  const CliRun b = run_kvsim(args + " --timeline " + tmp("b.csv") + " --requests " + tmp("rb.csv"));
   ASSERT_EQ(a.status, 0) << a.out;
   ASSERT_EQ(b.status, 0) << b.out;
   // Everything but the stderr wall-time line is byte-identical.
@@ -116,35 +101,34 @@ TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
 }
 
 TEST(CliReplay, BadInputIsOneLineAndExit2) {
-  const CmdResult missing = run_kvsim("replay /nonexistent/trace.csv --no-progress");
+  const CliRun missing = run_kvsim("replay /nonexistent/trace.csv --no-progress");
   EXPECT_EQ(missing.status, 2);
   EXPECT_EQ(missing.out.rfind("kvsim: error: ", 0), 0u) << missing.out;
   EXPECT_EQ(std::count(missing.out.begin(), missing.out.end(), '\n'), 1) << missing.out;
-  const CmdResult mode =
+  const CliRun mode =
       run_kvsim("replay " + trace("splitwise_conv.csv") + " --preemption-mode swapp --no-progress");
   EXPECT_EQ(mode.status, 2);
   EXPECT_EQ(mode.out.rfind("kvsim: error: --preemption-mode", 0), 0u) << mode.out;
   EXPECT_EQ(std::count(mode.out.begin(), mode.out.end(), '\n'), 1) << mode.out;
   for (const char* bad : {"--swap-bandwidth-gbps 0", "--swap-bandwidth-gbps nan",
                           "--swap-space-gib -1", "--swap-space-gib inf"}) {
-    const CmdResult r = run_kvsim("replay " + trace("splitwise_conv.csv") +
-                                  " --preemption-mode swap --no-progress " + bad);
+    const CliRun r = run_kvsim("replay " + trace("splitwise_conv.csv") +
+                               " --preemption-mode swap --no-progress " + bad);
     EXPECT_EQ(r.status, 2) << bad;
     const std::string flag = std::string(bad).substr(0, std::string(bad).find(' '));
     EXPECT_EQ(r.out.rfind("kvsim: error: " + flag, 0), 0u) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   }
-  const CmdResult wm = run_kvsim("replay " + trace("splitwise_conv.csv") + " --watermark 1.5");
+  const CliRun wm = run_kvsim("replay " + trace("splitwise_conv.csv") + " --watermark 1.5");
   EXPECT_EQ(wm.status, 2);
   EXPECT_NE(wm.out.find("watermark"), std::string::npos) << wm.out;
 }
 
 TEST(CliReplay, TinyPoolRejectsWithReasons) {
   // 64 blocks of 16: prompts above 63 blocks are rejected at arrival, counted by reason.
-  const CmdResult r =
-      run_kvsim("replay " + trace("AzureLLMInferenceTrace_code.csv") +
-                " --max-requests 200 --num-gpu-blocks-override 64 --max-model-len 1024"
-                " --step-time fixed:5 --json - --no-progress");
+  const CliRun r = run_kvsim("replay " + trace("AzureLLMInferenceTrace_code.csv") +
+                             " --max-requests 200 --num-gpu-blocks-override 64 --max-model-len 1024"
+                             " --step-time fixed:5 --json - --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2));
   EXPECT_GT(j["rejected"].get<int>(), 0);
@@ -173,17 +157,17 @@ std::string fmt_line(const nlohmann::json& j) {
          std::to_string(j["swap_out_blocks"].get<int64_t>()) + " blocks, ";
 }
 
-nlohmann::json json_of(const CmdResult& r) {
+nlohmann::json json_of(const CliRun& r) {
   return nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2));
 }
 
 // The swapped KV survives the trip to host and back into other device blocks: the host twin
 // really executes every swap and verify() checks every slot of the pool at the end.
 TEST(CliReplay, SwapModeOnTheHostBackendVerifies) {
-  const CmdResult swap = run_kvsim(swap_args("swap", "0.001"));
+  const CliRun swap = run_kvsim(swap_args("swap", "0.001"));
   ASSERT_EQ(swap.status, 0) << swap.out;
   const nlohmann::json s = json_of(swap);
-  const CmdResult rec = run_kvsim(swap_args("recompute", "0.001"));
+  const CliRun rec = run_kvsim(swap_args("recompute", "0.001"));
   ASSERT_EQ(rec.status, 0) << rec.out;
   const nlohmann::json r = json_of(rec);
 
@@ -209,14 +193,13 @@ TEST(CliReplay, SwapModeOnTheHostBackendVerifies) {
 // --backend-max-layers: the backend's bytes cover only the kept layers, and the JSON and the
 // report say so.
 TEST(CliReplay, BackendLayerCapIsReported) {
-  const CmdResult all = run_kvsim(swap_args("recompute", ""));
+  const CliRun all = run_kvsim(swap_args("recompute", ""));
   ASSERT_EQ(all.status, 0) << all.out;
   const nlohmann::json a = json_of(all);
   EXPECT_EQ(a["num_layers"], 2);
   EXPECT_EQ(a["backend_layers"], 2);
   const std::string report_file = tmp("layers_report.json");
-  const CmdResult one =
-      run_kvsim(swap_args("recompute", "", report_file) + " --backend-max-layers 1");
+  const CliRun one = run_kvsim(swap_args("recompute", "", report_file) + " --backend-max-layers 1");
   ASSERT_EQ(one.status, 0) << one.out;
   const nlohmann::json o = nlohmann::json::parse(slurp(report_file));
   EXPECT_EQ(o["num_layers"], 2);
@@ -232,7 +215,7 @@ TEST(CliReplay, SwapSpaceExhaustionFallsBackAndTimelineHasSwapColumns) {
   // 0.00005 GiB = 26 slots of 2048 B: too few for one of the victims.
   const std::string tl = tmp("swap_timeline.csv");
   const std::string js = tmp("swap_summary.json");
-  const CmdResult c = run_kvsim(swap_args("swap", "0.00005", js) + " --timeline " + tl);
+  const CliRun c = run_kvsim(swap_args("swap", "0.00005", js) + " --timeline " + tl);
   ASSERT_EQ(c.status, 0) << c.out;
   const nlohmann::json j = nlohmann::json::parse(slurp(js));
   // The human report's preemption line carries the swap counts.

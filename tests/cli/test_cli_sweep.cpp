@@ -13,27 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
+
 namespace {
 
+using kvsim_cli_test::CliRun;
+using kvsim_cli_test::run_kvsim;
+
 namespace fs = std::filesystem;
-
-struct CmdResult {
-  int status = -1;
-  std::string out;  // stdout + stderr
-};
-
-CmdResult kvsim(const std::string& args) {
-  CmdResult r;
-  const std::string cmd = std::string(KVSIM_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 // Concatenation by append: GCC 12 at -O3 warns (-Wrestrict, a false positive) about
 // `"literal" + std::string` chains.
@@ -76,8 +63,8 @@ class CliSweep : public ::testing::Test {
 };
 
 TEST_F(CliSweep, JobsDoNotChangeTheCsv) {
-  ASSERT_EQ(kvsim(sweep("--jobs 1 --csv " + path("j1.csv"))).status, 0);
-  const CmdResult r = kvsim(sweep("--jobs 2 --csv " + path("j2.csv")));
+  ASSERT_EQ(run_kvsim(sweep("--jobs 1 --csv " + path("j1.csv"))).status, 0);
+  const CliRun r = run_kvsim(sweep("--jobs 2 --csv " + path("j2.csv")));
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string j1 = slurp(dir_ / "j1.csv");
   EXPECT_EQ(std::count(j1.begin(), j1.end(), '\n'), 1 + 3 * 2 * 2);
@@ -86,37 +73,57 @@ TEST_F(CliSweep, JobsDoNotChangeTheCsv) {
 }
 
 TEST_F(CliSweep, ShardThenMergeEqualsUnsharded) {
-  ASSERT_EQ(kvsim(sweep("--csv " + path("all.csv"))).status, 0);
+  ASSERT_EQ(run_kvsim(sweep("--csv " + path("all.csv"))).status, 0);
   for (int i = 0; i < 3; ++i) {
     const std::string n = std::to_string(i);
-    const CmdResult r =
-        kvsim(sweep(cat({"--jobs 2 --shard ", n, "/3 --csv ", path(cat({"s", n, ".csv"}))})));
+    const CliRun r =
+        run_kvsim(sweep(cat({"--jobs 2 --shard ", n, "/3 --csv ", path(cat({"s", n, ".csv"}))})));
     ASSERT_EQ(r.status, 0) << r.out;
   }
-  const CmdResult m = kvsim("sweep --merge " + path("s2.csv") + " " + path("s0.csv") + " " +
-                            path("s1.csv") + " -o " + path("merged.csv"));
+  const CliRun m = run_kvsim("sweep --merge " + path("s2.csv") + " " + path("s0.csv") + " " +
+                             path("s1.csv") + " -o " + path("merged.csv"));
   ASSERT_EQ(m.status, 0) << m.out;
   EXPECT_EQ(slurp(dir_ / "merged.csv"), slurp(dir_ / "all.csv"));
 
   // A missing shard and a duplicated shard are one-line errors with exit status 2.
-  const CmdResult missing = kvsim("sweep --merge " + path("s0.csv") + " " + path("s1.csv"));
+  const CliRun missing = run_kvsim("sweep --merge " + path("s0.csv") + " " + path("s1.csv"));
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.out.find("kvsim: error: --merge: 4 of 12 configs missing (first: 2,5,8,11)"),
             std::string::npos)
       << missing.out;
-  const CmdResult dup = kvsim("sweep --merge " + path("s0.csv") + " " + path("s0.csv"));
+  const CliRun dup = run_kvsim("sweep --merge " + path("s0.csv") + " " + path("s0.csv"));
   EXPECT_EQ(dup.status, 2);
   EXPECT_NE(dup.out.find("already given in"), std::string::npos) << dup.out;
   EXPECT_EQ(std::count(dup.out.begin(), dup.out.end(), '\n'), 1) << dup.out;
 }
 
 TEST_F(CliSweep, PrintsTableWithExpectation) {
-  const CmdResult r =
-      kvsim("sweep " + path("trace.csv") +
-            " --model qwen2.5-7b --gpu rtx4090 --max-model-len 4096 --block-sizes 1,256");
+  const CliRun r =
+      run_kvsim("sweep " + path("trace.csv") +
+                " --model qwen2.5-7b --gpu rtx4090 --max-model-len 4096 --block-sizes 1,256");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("2 of 2 configs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pad%exp"), std::string::npos) << r.out;
+}
+
+// With chunked prefill off, every grid point's default token budget is max(max_model_len,
+// vLLM's default), as in `kvsim replay` (it used to fail validation at every point).
+TEST_F(CliSweep, ChunkedPrefillOffUsesMaxModelLenBudget) {
+  const CliRun r = run_kvsim("sweep " + path("trace.csv") +
+                                 " --model qwen2.5-7b --gpu rtx4090 --max-model-len 4096"
+                                 " --block-sizes 16,32 --no-enable-chunked-prefill --csv -",
+                             "2>/dev/null");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream csv(r.out);
+  std::string line;
+  std::getline(csv, line);
+  ASSERT_EQ(line.find("max_num_seqs,max_num_batched_tokens,"), line.find("max_num_seqs,")) << line;
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    EXPECT_NE(line.find(",bfloat16,256,4096,"), std::string::npos) << line;
+  }
+  EXPECT_EQ(rows, 2);
 }
 
 TEST_F(CliSweep, BadInputIsOneLineExitTwo) {
@@ -135,7 +142,7 @@ TEST_F(CliSweep, BadInputIsOneLineExitTwo) {
       {"sweep --merge " + path("nope.csv"), "nope.csv: cannot open"},
   };
   for (const auto& c : cases) {
-    const CmdResult r = kvsim(c.args);
+    const CliRun r = run_kvsim(c.args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.rfind("kvsim: error: ", 0), 0u) << r.out;
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;

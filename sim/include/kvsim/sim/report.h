@@ -14,6 +14,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,11 @@ struct ReportContext {
 // The lesson's formula over a pool: floor(N * block_size / L) (N counts the null block, as
 // vLLM's capacity logs do).
 int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int64_t block_size, int64_t max_model_len);
+
+// For stderr, when --skip-bad-rows dropped malformed rows: "<prefix>: <describe_dropped>; first
+// bad rows:" then each of trace.bad_row_examples verbatim on its own line, indented by two
+// spaces. Empty when there are no examples.
+std::string format_bad_rows(const Trace& trace, std::string_view prefix);
 
 nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportContext& ctx);
 
