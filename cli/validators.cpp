@@ -1,12 +1,13 @@
 #include "validators.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
 
 #include <fmt/core.h>
+
+#include "kvsim/sim/parse_number.h"
 
 namespace kvsim::cli {
 namespace {
@@ -48,16 +49,16 @@ CLI::Validator fraction_below_one() {
 
 uint64_t parse_u64(std::string_view flag, std::string_view text) {
   uint64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ptr != text.data() + text.size() ||
-      (ec != std::errc{} && ec != std::errc::result_out_of_range)) {
-    throw std::invalid_argument(fmt::format("{}: '{}' is not a non-negative integer", flag, text));
+  switch (parse_integer(text, v)) {
+    case ParseStatus::kOk:
+      return v;
+    case ParseStatus::kOutOfRange:
+      throw std::invalid_argument(
+          fmt::format("{}: {} is out of range [0, 18446744073709551615]", flag, text));
+    case ParseStatus::kNotNumber:
+      break;
   }
-  if (ec == std::errc::result_out_of_range) {
-    throw std::invalid_argument(
-        fmt::format("{}: {} is out of range [0, 18446744073709551615]", flag, text));
-  }
-  return v;
+  throw std::invalid_argument(fmt::format("{}: '{}' is not a non-negative integer", flag, text));
 }
 
 std::vector<std::string> split_list(std::string_view flag, std::string_view text) {
@@ -81,8 +82,11 @@ std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view text
   std::vector<int64_t> out;
   for (const std::string& item : split_list(flag, text)) {
     int64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec != std::errc{} || ptr != item.data() + item.size()) {
+    const ParseStatus status = parse_integer(item, v);
+    if (status == ParseStatus::kOutOfRange) {
+      throw std::invalid_argument(fmt::format("{}: {} is out of range (> 2^63 - 1)", flag, item));
+    }
+    if (status != ParseStatus::kOk) {
       throw std::invalid_argument(fmt::format("{}: '{}' is not an integer", flag, item));
     }
     if (v <= 0) throw std::invalid_argument(fmt::format("{}: must be > 0, got {}", flag, item));
@@ -94,12 +98,9 @@ std::vector<int64_t> parse_int_list(std::string_view flag, std::string_view text
 std::vector<double> parse_double_list(std::string_view flag, std::string_view text) {
   std::vector<double> out;
   for (const std::string& item : split_list(flag, text)) {
-    double v = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec != std::errc{} || ptr != item.data() + item.size() || !std::isfinite(v)) {
-      throw std::invalid_argument(fmt::format("{}: '{}' is not a finite number", flag, item));
-    }
-    out.push_back(v);
+    const std::optional<double> v = parse_finite_double(item);
+    if (!v) throw std::invalid_argument(fmt::format("{}: '{}' is not a finite number", flag, item));
+    out.push_back(*v);
   }
   return out;
 }

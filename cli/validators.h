@@ -19,7 +19,8 @@ CLI::Validator positive();            // > 0
 CLI::Validator non_negative();        // >= 0
 CLI::Validator fraction_below_one();  // [0, 1)
 
-// A decimal integer in [0, 2^64 - 1]: no sign, no blanks, no overflow. Throws
+// A decimal integer in [0, 2^64 - 1] (kvsim::parse_integer's grammar: an optional '+', no '-',
+// no blanks, no overflow). Throws
 // std::invalid_argument "FLAG: ..." naming the text.
 uint64_t parse_u64(std::string_view flag, std::string_view text);
 

@@ -1,6 +1,5 @@
 // Sweep CSV writing, shard merging and the printed table.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -11,6 +10,8 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/sim/csv.h"
+#include "kvsim/sim/parse_number.h"
 #include "kvsim/sim/sweep.h"
 
 namespace kvsim {
@@ -81,82 +82,26 @@ double padding_per_seq(const SweepOutcome& o) {
   return o.mean_running > 0 ? o.padding_tokens_mean / o.mean_running : 0.0;
 }
 
-std::string csv_field(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + '"';
-}
-
-// Splits one CSV line into fields (RFC 4180 quoting). Returns an error text, or "" on success.
-std::string split_csv(std::string_view line, std::vector<std::string>& fields) {
-  fields.clear();
-  std::string cur;
-  size_t i = 0;
-  while (true) {
-    cur.clear();
-    if (i < line.size() && line[i] == '"') {
-      ++i;
-      while (true) {
-        if (i >= line.size())
-          return fmt::format("column {}: unterminated quote", fields.size() + 1);
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            cur += '"';
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        cur += line[i++];
-      }
-      if (i < line.size() && line[i] != ',') {
-        return fmt::format("column {}: text after a closing quote", fields.size() + 1);
-      }
-    } else {
-      while (i < line.size() && line[i] != ',') {
-        if (line[i] == '"') return fmt::format("column {}: stray quote", fields.size() + 1);
-        cur += line[i++];
-      }
-    }
-    fields.push_back(cur);
-    if (i >= line.size()) return "";
-    ++i;  // the comma
-  }
-}
-
 // "" when `v` is a valid value of column type `t`, else what is wrong.
-std::string check_field(Col t, const std::string& v) {
+std::string check_field(Col t, std::string_view v) {
   switch (t) {
-    case Col::kIndex: {
-      int64_t x = 0;
-      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-      if (v.empty() || v[0] < '0' || v[0] > '9' || ec != std::errc{} ||
-          ptr != v.data() + v.size() || (v.size() > 1 && v[0] == '0')) {
+    case Col::kIndex:
+      // Canonical digits only (no sign, no leading zero), as kvsim writes them.
+      if (v.empty() || v[0] == '+' || v[0] == '-' || (v.size() > 1 && v[0] == '0') ||
+          !parse_integer<int64_t>(v)) {
         return "not a non-negative integer";
       }
       return "";
-    }
     case Col::kId:
-      if (v.size() != 16 || v.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      if (v.size() != 16 || v.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
         return "not a 16-digit hex sweep id";
       }
       return "";
     case Col::kNumberOrEmpty:
       if (v.empty()) return "";
       [[fallthrough]];
-    case Col::kNumber: {
-      double x = 0;
-      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-      if (v.empty() || ec != std::errc{} || ptr != v.data() + v.size() || !std::isfinite(x)) {
-        return "not a finite number";
-      }
-      return "";
-    }
+    case Col::kNumber:
+      return parse_finite_double(v) ? "" : "not a finite number";
     case Col::kText:
       return "";
   }
@@ -189,7 +134,7 @@ void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t 
         "{},{}\n",
         r.point.index, num_configs, id, o.block_size, o.num_gpu_blocks,
         o.gpu_memory_utilization > 0 ? num(o.gpu_memory_utilization) : "",
-        csv_field(o.kv_cache_dtype), o.max_num_seqs, o.max_num_batched_tokens,
+        csv::quote_field(o.kv_cache_dtype), o.max_num_seqs, o.max_num_batched_tokens,
         num(o.vllm_max_concurrency), o.formula_max_concurrency, o.requests, o.finished, o.rejected,
         o.steps, num(o.sim_seconds), o.peak_running, num(o.mean_running), o.preemptions,
         o.recomputed_tokens, num(o.padding_tokens_mean), num(padding_per_seq(o)),
@@ -207,7 +152,8 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
   int64_t num_configs = -1;
   std::string sweep_id;
   std::string first_from;  // file:line that fixed num_configs and sweep_id
-  std::vector<std::string> fields;
+  csv::Splitter splitter;
+  const std::vector<std::string_view>& fields = splitter.fields();
   for (const NamedText& shard : shards) {
     std::string_view text = shard.text;
     int64_t line_no = 0;
@@ -238,7 +184,7 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
         continue;
       }
       if (line.empty()) throw at("empty line");
-      if (const std::string err = split_csv(line, fields); !err.empty()) throw at(err);
+      if (const std::string err = splitter.split(line); !err.empty()) throw at(err);
       if (fields.size() != kNumColumns) {
         throw at(fmt::format("{} fields, the header has {}", fields.size(), kNumColumns));
       }
@@ -248,11 +194,12 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
                                fields[c]));
         }
       }
-      const int64_t index = std::stoll(fields[0]);
-      const int64_t count = std::stoll(fields[1]);
+      // Both checked as kIndex above.
+      const int64_t index = *parse_integer<int64_t>(fields[0]);
+      const int64_t count = *parse_integer<int64_t>(fields[1]);
       if (num_configs < 0) {
         num_configs = count;
-        sweep_id = fields[2];
+        sweep_id = std::string(fields[2]);
         first_from = fmt::format("{}:{}", shard.name, line_no);
       } else if (count != num_configs) {
         throw at(fmt::format("num_configs {} differs from {} in {} (shards of different sweeps?)",

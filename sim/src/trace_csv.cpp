@@ -7,50 +7,12 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/sim/csv.h"
 #include "kvsim/sim/trace_parse.h"
 #include "trace_readers.h"
 
 namespace kvsim::detail {
 namespace {
-
-// Splits one CSV line into fields (RFC 4180 quoting within the line; "" is a quote).
-// Returns false on an unterminated quote.
-bool split_csv(std::string_view line, std::vector<std::string_view>& fields,
-               std::vector<std::string>& unquoted) {
-  fields.clear();
-  unquoted.clear();
-  size_t i = 0;
-  while (true) {
-    if (i < line.size() && line[i] == '"') {
-      std::string value;
-      ++i;
-      while (true) {
-        if (i >= line.size()) return false;
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            value.push_back('"');
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        value.push_back(line[i++]);
-      }
-      // Quoted values are kept in `unquoted`; views into it stay valid (reserved below).
-      unquoted.push_back(std::move(value));
-      fields.emplace_back(unquoted.back());
-      if (i < line.size() && line[i] != ',') return false;
-    } else {
-      const size_t comma = line.find(',', i);
-      const size_t end = comma == std::string_view::npos ? line.size() : comma;
-      fields.push_back(line.substr(i, end - i));
-      i = end;
-    }
-    if (i >= line.size()) return true;
-    ++i;  // the comma
-  }
-}
 
 struct Columns {
   int arrival = -1;
@@ -71,13 +33,14 @@ int find_column(const std::vector<std::string>& header, std::string_view name) {
 
 }  // namespace
 
-std::vector<std::string> split_csv_header(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::vector<std::string> unquoted;
-  unquoted.reserve(line.size());
-  split_csv(line, fields, unquoted);
+std::vector<std::string> split_csv_header(std::string_view line, const std::string& path,
+                                          int64_t line_number) {
+  csv::Splitter splitter;
+  if (const std::string err = splitter.split(line); !err.empty()) {
+    throw TraceError(path, line_number, "header", err, line);
+  }
   std::vector<std::string> out;
-  for (const auto f : fields) out.emplace_back(trace_parse::trim(f));
+  for (const auto f : splitter.fields()) out.emplace_back(trace_parse::trim(f));
   return out;
 }
 
@@ -88,7 +51,7 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
   while (reader.next(line) && trace_parse::trim(line).empty()) {
   }
   const int64_t header_line = reader.line_number();
-  const std::vector<std::string> header = split_csv_header(line);
+  const std::vector<std::string> header = split_csv_header(line, path, header_line);
   // A repeated name would make "the" column ambiguous (and one of them silently ignored).
   for (size_t i = 0; i < header.size(); ++i) {
     if (!header[i].empty() && find_column(header, header[i]) != static_cast<int>(i)) {
@@ -127,8 +90,8 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
   c.input = find_column(header, c.input_name);
   c.output = find_column(header, c.output_name);
 
-  std::vector<std::string_view> fields;
-  std::vector<std::string> unquoted;
+  csv::Splitter splitter;
+  const std::vector<std::string_view>& fields = splitter.fields();
   const auto parse_tokens = [&](int col, const char* name) -> int32_t {
     const std::string_view raw = trace_parse::trim(fields[static_cast<size_t>(col)]);
     const auto v = trace_parse::parse_int(raw);
@@ -146,9 +109,8 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
     if (trace_parse::trim(line).empty()) continue;
     sink.count_row();
     try {
-      unquoted.reserve(line.size());
-      if (!split_csv(line, fields, unquoted)) {
-        throw TraceError(path, reader.line_number(), "row", "unterminated quoted field", line);
+      if (const std::string err = splitter.split(line); !err.empty()) {
+        throw TraceError(path, reader.line_number(), "row", err, line);
       }
       if (fields.size() < header.size()) {
         throw TraceError(path, reader.line_number(), header[fields.size()],

@@ -1,7 +1,6 @@
 #include "kvsim/sim/trace_gen.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -9,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/sim/parse_number.h"
 #include "kvsim/sim/trace_random.h"
 
 namespace kvsim {
@@ -47,13 +47,9 @@ std::vector<double> parse_numbers(std::string_view spec, std::string_view args, 
   while (true) {
     const size_t comma = args.find(',');
     const std::string_view part = args.substr(0, comma);
-    double v = 0;
-    const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (part.empty() || ec != std::errc{} || ptr != part.data() + part.size() ||
-        !std::isfinite(v)) {
-      bad_spec(spec, fmt::format("'{}' is not a number", part));
-    }
-    out.push_back(v);
+    const std::optional<double> v = parse_finite_double(part);
+    if (!v) bad_spec(spec, fmt::format("'{}' is not a number", part));
+    out.push_back(*v);
     if (comma == std::string_view::npos) break;
     args.remove_prefix(comma + 1);
   }

@@ -1,8 +1,9 @@
 #include "kvsim/sim/trace_parse.h"
 
-#include <charconv>
 #include <limits>
 #include <string>
+
+#include "kvsim/sim/parse_number.h"
 
 namespace kvsim::trace_parse {
 
@@ -13,12 +14,7 @@ std::string_view trim(std::string_view s) {
 }
 
 std::optional<int64_t> parse_int(std::string_view s) {
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  if (s.empty()) return std::nullopt;
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || ptr != s.data() + s.size()) return std::nullopt;
-  return v;
+  return parse_integer<int64_t>(s);
 }
 
 namespace {

@@ -236,7 +236,7 @@ TraceFormat detect_trace_format(std::string_view first_line, const std::string& 
   const std::string_view line = trace_parse::trim(first_line);
   if (line.empty()) throw TraceError(path, 1, "header", "empty file, no header or records", "");
   if (line.front() == '{') return detail::detect_jsonl_format(line, path, line_number);
-  const auto cols = detail::split_csv_header(line);
+  const auto cols = detail::split_csv_header(line, path, line_number);
   if (has(cols, "TIMESTAMP") && has(cols, "ContextTokens")) return TraceFormat::AZURE;
   if (has(cols, "arrived_at")) return TraceFormat::VIDUR;
   if (has(cols, "Request tokens") && has(cols, "Response tokens")) return TraceFormat::BURSTGPT;
@@ -285,6 +285,14 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   }
 
   std::vector<TraceRequest>& reqs = sink.requests;
+  // A forced hash block size only says how to read hash_ids: where there are none it would be
+  // silently ignored, so refuse it (CSV layouts never carry hash_ids).
+  if (options.hash_block_size > 0 && !reqs.empty() &&
+      std::none_of(reqs.begin(), reqs.end(), [](const TraceRequest& r) { return r.hash_ids; })) {
+    throw std::invalid_argument(fmt::format(
+        "--hash-block-size {} applies to traces with hash_ids, and {} ({}) has none; drop the flag",
+        options.hash_block_size, path, to_string(trace.format)));
+  }
   trace.arrival_mode = options.arrival;
   if (!has_arrivals && options.arrival == ArrivalMode::TRACE) {
     trace.arrival_mode = ArrivalMode::ALL_AT_ONCE;  // the layout has no timestamps

@@ -39,8 +39,10 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink);
 // Reads JSONL layouts (MOONCAKE, BAILIAN, KVSIM).
 void read_jsonl_trace(LineReader& reader, TraceFormat format, RowSink& sink);
 
-// Detection helpers: split a CSV header; inspect the first JSON object.
-std::vector<std::string> split_csv_header(std::string_view line);
+// Detection helpers: split a CSV header (line `line_number` of `path`; its fields trimmed; a
+// malformed header, e.g. an unterminated quote, throws TraceError); inspect the first JSON object.
+std::vector<std::string> split_csv_header(std::string_view line, const std::string& path,
+                                          int64_t line_number);
 TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& path,
                                 int64_t line_number);
 

@@ -1,6 +1,7 @@
 // Exact number and timestamp parsing used by the trace readers.
 #include <gtest/gtest.h>
 
+#include "kvsim/sim/parse_number.h"
 #include "kvsim/sim/trace_parse.h"
 
 namespace kvsim::trace_parse {
@@ -16,6 +17,37 @@ TEST(TraceParse, ParseIntWholeStringOnly) {
   EXPECT_FALSE(parse_int(""));
   EXPECT_FALSE(parse_int("1.0"));
   EXPECT_FALSE(parse_int(" 1"));
+  EXPECT_FALSE(parse_int("+-7"));  // one sign at most
+  EXPECT_FALSE(parse_int("-"));
+  EXPECT_FALSE(parse_int("0x10"));
+}
+
+TEST(ParseNumber, IntegerStatusTellsSyntaxFromRange) {
+  uint64_t u = 7;
+  EXPECT_EQ(parse_integer(std::string_view("18446744073709551615"), u), ParseStatus::kOk);
+  EXPECT_EQ(u, UINT64_MAX);
+  EXPECT_EQ(parse_integer(std::string_view("18446744073709551616"), u), ParseStatus::kOutOfRange);
+  EXPECT_EQ(u, UINT64_MAX);  // untouched on failure
+  EXPECT_EQ(parse_integer(std::string_view("-1"), u), ParseStatus::kNotNumber);
+  EXPECT_EQ(parse_integer(std::string_view("-0"), u), ParseStatus::kNotNumber);
+  EXPECT_EQ(parse_integer(std::string_view("+5"), u), ParseStatus::kOk);
+  EXPECT_EQ(u, 5u);
+  int32_t i = 0;
+  EXPECT_EQ(parse_integer(std::string_view("-2147483648"), i), ParseStatus::kOk);
+  EXPECT_EQ(i, INT32_MIN);
+  EXPECT_EQ(parse_integer(std::string_view("2147483648"), i), ParseStatus::kOutOfRange);
+  EXPECT_EQ(parse_integer(std::string_view("99999999999999999999x"), i), ParseStatus::kNotNumber);
+  EXPECT_EQ(parse_integer(std::string_view("1 "), i), ParseStatus::kNotNumber);
+  EXPECT_EQ(parse_integer<int64_t>("-+1"), std::nullopt);
+}
+
+TEST(ParseNumber, FiniteDoubleWholeStringOnly) {
+  EXPECT_EQ(parse_finite_double("0.25"), 0.25);
+  EXPECT_EQ(parse_finite_double("-1e3"), -1000.0);
+  EXPECT_EQ(parse_finite_double(".5"), 0.5);
+  for (const char* bad : {"", "+1", "1.5x", " 1", "inf", "nan", "1e999", "0x1p3", "1,5"}) {
+    EXPECT_EQ(parse_finite_double(bad), std::nullopt) << bad;
+  }
 }
 
 TEST(TraceParse, DecimalSecondsAreExactNanoseconds) {

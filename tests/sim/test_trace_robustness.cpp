@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,36 @@ TEST_F(TraceRobustness, GzipTrailingGarbageIsAnErrorConcatenatedMembersAreRead) 
                         garbage, member.size()));
   const std::string two = write("two.jsonl.gz", member + member);
   EXPECT_EQ(read_trace(two).requests.size(), 2u);
+}
+
+// --hash-block-size only says how to read hash_ids: refused where the trace has none, since it
+// would be silently ignored there.
+TEST_F(TraceRobustness, HashBlockSizeWithoutHashIdsIsRefused) {
+  TraceReadOptions o;
+  o.hash_block_size = 16;
+  const auto error_with = [&](const std::string& path) {
+    try {
+      read_trace(path, o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string csv = write("v.csv", kVidurHeader + "0.5,100,7\n");
+  EXPECT_EQ(error_with(csv), "--hash-block-size 16 applies to traces with hash_ids, and " + csv +
+                                 " (vidur) has none; drop the flag");
+  const std::string jsonl =
+      write("k.jsonl", "{\"arrival_s\": 0, \"input_tokens\": 5, \"output_tokens\": 2}\n");
+  EXPECT_EQ(error_with(jsonl), "--hash-block-size 16 applies to traces with hash_ids, and " +
+                                   jsonl + " (kvsim) has none; drop the flag");
+  // With hash_ids in any record the flag is used: it re-reads them at 16 tokens per id.
+  const std::string some = write("s.jsonl",
+                                 "{\"arrival_s\": 0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                                 "{\"arrival_s\": 1, \"input_tokens\": 33, \"output_tokens\": "
+                                 "2, \"hash_ids\": [1, 2, 3]}\n");
+  const Trace t = read_trace(some, o);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[1].hash_block_size, 16);
 }
 
 TEST_F(TraceRobustness, DirectoryIsNamedAsSuch) {

@@ -12,7 +12,8 @@ namespace kvsim::trace_parse {
 // Strips ASCII spaces and tabs at both ends.
 std::string_view trim(std::string_view s);
 
-// A base-10 integer (optional leading '-' or '+') filling the whole string; nullopt otherwise.
+// A base-10 integer (optional leading '-' or '+') filling the whole string; nullopt otherwise,
+// and on int64 overflow. The grammar is kvsim::parse_integer's (parse_number.h).
 std::optional<int64_t> parse_int(std::string_view s);
 
 // value(s) * 10^scale, rounded to the nearest integer (halves away from zero), where s is a
