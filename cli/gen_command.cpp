@@ -39,6 +39,11 @@ void check_flag_combinations(const CLI::App& cmd, const GenArgs& a) {
   const bool prefixes = a.gen.prefix_groups > 0;
   needs("--prefix-tokens", prefixes, "--prefix-groups > 0");
   needs("--prefix-as", prefixes, "--prefix-groups > 0");
+  // Hash ids and token ids are only written for shared prefixes, each by its own encoding.
+  needs("--hash-block-size", prefixes && a.prefix_as == "hash-ids",
+        "--prefix-groups > 0 and --prefix-as hash-ids");
+  needs("--vocab-size", prefixes && a.prefix_as == "token-ids",
+        "--prefix-groups > 0 and --prefix-as token-ids");
   if (prefixes && !given("--prefix-tokens")) {
     throw std::invalid_argument("--prefix-groups needs --prefix-tokens (tokens per shared prompt)");
   }
@@ -113,10 +118,12 @@ void register_gen_command(CLI::App& app) {
   cmd->add_option("--prefix-as", args->prefix_as, "Write shared prefixes as hash ids or token ids")
       ->check(CLI::IsMember({"hash-ids", "token-ids"}))
       ->capture_default_str();
-  cmd->add_option("--hash-block-size", g.hash_block_size, "Tokens per hash id")
+  cmd->add_option("--hash-block-size", g.hash_block_size,
+                  "Tokens per hash id (shared prefixes written as hash ids)")
       ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--vocab-size", g.vocab_size, "Token ids are drawn from [0, vocab-size)")
+  cmd->add_option("--vocab-size", g.vocab_size,
+                  "Token ids are drawn from [0, vocab-size) (shared prefixes written as token ids)")
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--priority-levels", g.priority_levels,

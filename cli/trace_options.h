@@ -1,6 +1,6 @@
-// The trace-reading flags shared by the commands that read a trace (replay, sweep, gen's
-// empirical lengths): --format --max-requests --start --duration --time-scale --arrival --rate
-// --seed --skip-bad-rows --hash-block-size.
+// The trace-reading flags shared by the commands that replay a trace (replay, sweep): --format
+// --max-requests --start --duration --time-scale --arrival --rate --seed --skip-bad-rows
+// --hash-block-size. (gen's empirical:PATH lengths read a trace with the default options.)
 #pragma once
 
 #include <CLI/CLI.hpp>
