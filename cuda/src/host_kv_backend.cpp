@@ -68,12 +68,12 @@ StepExecution HostKvBackend::execute(const StepBatch& batch) {
 
   checksums_.assign(batch.reads.size(), 0);
   if (!batch.reads.empty()) {
-    std::vector<int32_t> seq_lens(batch.reads.size());
-    std::transform(batch.reads.begin(), batch.reads.end(), seq_lens.begin(),
+    seq_lens_.resize(batch.reads.size());
+    std::transform(batch.reads.begin(), batch.reads.end(), seq_lens_.begin(),
                    [](const SequenceRead& r) { return r.seq_len; });
     t0 = std::chrono::steady_clock::now();
-    twin::gather_kv(layout, pool, seq_lens.data(), batch.block_table_offsets.data(),
-                    batch.block_tables.data(), static_cast<int32_t>(seq_lens.size()),
+    twin::gather_kv(layout, pool, seq_lens_.data(), batch.block_table_offsets.data(),
+                    batch.block_tables.data(), static_cast<int32_t>(seq_lens_.size()),
                     checksums_.data());
     seconds += seconds_since(t0);
   }

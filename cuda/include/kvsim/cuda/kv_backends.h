@@ -51,6 +51,7 @@ class HostKvBackend final : public KvBackend {
   std::vector<int64_t> token_request_;
   std::vector<int32_t> token_position_;
   std::vector<SwapCopy> swap_copies_;
+  std::vector<int32_t> seq_lens_;  // per-step scratch for gather_kv, kept to reuse its capacity
   std::vector<uint64_t> checksums_;
 };
 
