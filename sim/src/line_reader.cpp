@@ -98,8 +98,7 @@ std::string read_text_file(const std::string& path, bool* was_gzip) {
   return gz ? gunzip(path, out) : out;
 }
 
-LineReader::LineReader(const std::string& path)
-    : path_(path), data_(read_text_file(path, &gzipped_)) {
+LineReader::LineReader(const std::string& path) : path_(path), data_(read_text_file(path)) {
   // A UTF-8 byte-order mark is not part of the first header name.
   if (data_.rfind("\xEF\xBB\xBF", 0) == 0) pos_ = 3;
 }

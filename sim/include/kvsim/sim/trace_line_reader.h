@@ -27,7 +27,6 @@ class LineReader {
   // Whether the line last returned was terminated by "\n" (false only for a last line at EOF).
   bool last_line_terminated() const { return last_terminated_; }
   const std::string& path() const { return path_; }
-  bool gzipped() const { return gzipped_; }
   // The first line that is not blank, without consuming anything; empty if there is none.
   // Its 1-based line number goes to *line_number when given.
   std::string_view first_nonblank_line(int64_t* line_number = nullptr) const;
@@ -38,7 +37,6 @@ class LineReader {
   size_t pos_ = 0;
   int64_t line_number_ = 0;
   bool last_terminated_ = true;
-  bool gzipped_ = false;
 };
 
 }  // namespace kvsim
