@@ -14,7 +14,9 @@ namespace kvsim::cli {
 void add_trace_options(CLI::App* app, TraceReadOptions& options);
 
 // After parsing: throws std::invalid_argument for flags that would be ignored (--rate or --seed
-// without --arrival poisson) or are missing (--arrival poisson without --rate).
+// without --arrival poisson) or are missing (--arrival poisson without --rate). --hash-block-size
+// is not checked here: whether the trace has hash_ids is only known once it is read, so
+// read_trace() refuses it for traces without any.
 void check_trace_options(const CLI::App& app, const TraceReadOptions& options);
 
 // Throws std::invalid_argument "PATH: no requests left after filtering (why)" when the trace

@@ -100,6 +100,30 @@ TEST(MergeSweepCsvs, RefusesTruncatedAndMalformedRows) {
             std::string::npos);
   // Quoted text fields are accepted.
   EXPECT_EQ(merge_error({{"a.csv", with_field(good, 2, 6, "\"b,f\"\"16\"")}}), "no error");
+  // The splitter's other quote errors (the same rules as the trace readers'), with the column.
+  EXPECT_NE(merge_error({{"a.csv", with_field(good, 2, 6, "bf\"16")}})
+                .find("a.csv:2: column 7: stray quote in an unquoted field"),
+            std::string::npos);
+  EXPECT_NE(merge_error({{"a.csv", with_field(good, 2, 6, "\"bf\"16")}})
+                .find("a.csv:2: column 7: text after a closing quote"),
+            std::string::npos);
+}
+
+TEST(MergeSweepCsvs, QuotedDtypeRoundTripsThroughWriteAndMerge) {
+  // A kv_cache_dtype holding a comma and a quote is written quoted, and merges back unchanged.
+  SweepAxes axes;
+  axes.block_sizes = {16, 32};
+  const auto points = expand_sweep(axes);
+  const auto odd = [](const SweepPoint& p) {
+    SweepOutcome o = fake(p);
+    o.kv_cache_dtype = "fp8,\"e4m3\"";
+    return o;
+  };
+  std::ostringstream s;
+  write_sweep_csv(s, run_sweep(points, odd, {}, 1, {0, 1}), 2, 9);
+  const std::string csv = s.str();
+  EXPECT_NE(csv.find(",\"fp8,\"\"e4m3\"\"\","), std::string::npos) << csv;
+  EXPECT_EQ(merge_sweep_csvs(std::vector<NamedText>{{"a.csv", csv}}), csv);
 }
 
 TEST(SweepFingerprint, IsFnv1a64) {
