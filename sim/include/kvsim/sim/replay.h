@@ -4,10 +4,11 @@
 // Clock: int64 nanoseconds. Arrivals must be in [0, kMaxArrivalNs] (2^62, trace.h) and a step
 // is at most kMaxStepSeconds (step_time_model.h); every clock addition is overflow-checked and a
 // run that would pass 2^63 - 1 ns throws std::runtime_error ("simulated clock overflow at step N").
-// Clock rules (docs/replay-conventions.md, exactly):
+// Clock rules: the replay conventions (`../shared/docs/replay-conventions.md`, summarised in
+// docs/scheduler.md §Clock), exactly:
 //   * before each schedule(), every request with arrival <= t is added, in trace order;
 //   * a step that schedules >= 1 token advances t by StepTimeModel::step_time_ns; a step that
-//     schedules nothing costs no time;
+//     schedules nothing costs no time (SWAP mode adds transfer time: see below);
 //   * when nothing runs or waits, t jumps to the next arrival (no step is logged);
 //   * a token sampled by a step exists at the step's end time (TTFT, finish).
 // Rejections (never a hang): at arrival (Scheduler::check_new_request), at run time when a step
@@ -82,7 +83,8 @@ struct RequestRecord {
 struct TimelineRow {
   int64_t step = 0;
   int64_t time_ns = 0;      // clock at the step's start
-  int64_t duration_ns = 0;  // 0 for a step that scheduled nothing
+  int64_t duration_ns = 0;  // 0 for a step that scheduled nothing, unless it swapped (SWAP mode:
+                            // a swap-only step costs its transfer time)
   int32_t running = 0;      // len(running) after schedule()
   int32_t waiting = 0;
   int32_t scheduled_reqs = 0;

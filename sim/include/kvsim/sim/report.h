@@ -7,7 +7,10 @@
 // sim_seconds, wall_seconds, num_gpu_blocks, block_size, peak_running, mean_running,
 // formula_max_concurrency, vllm_max_concurrency, preemptions, recomputed_tokens,
 // padding_tokens_mean, padding_fraction_mean, peak_kv_usage, prefix_cache_hit_rate, ttft_p50_s,
-// ttft_p99_s, tpot_p50_s.
+// ttft_p99_s, tpot_p50_s. `itl` is an alias of `tpot` (same values): the per-request mean
+// inter-token latency, which equals TPOT because kvsim records no per-token timestamps.
+// With a host/cuda backend: `num_layers` and `backend_layers` (the backend_* numbers cover
+// backend_layers of num_layers, unscaled: see ReportContext).
 #pragma once
 
 #include <cstdint>
