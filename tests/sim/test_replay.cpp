@@ -18,6 +18,7 @@
 #include "kvsim/sim/replay.h"
 #include "kvsim/sim/step_time_model.h"
 #include "kvsim/sim/trace.h"
+#include "random_trace.h"
 
 namespace kvsim {
 namespace {
@@ -213,23 +214,7 @@ RandomCase random_case(uint64_t seed) {
   c.scheduler.num_lookahead_tokens = uni(0, 4) == 0 ? uni(1, 3) : 0;
   c.check_invariants = true;
   c.livelock_steps = 1000;
-  const int n = uni(1, 30);
-  int64_t t = 0;
-  auto shared = std::make_shared<std::vector<int32_t>>();
-  for (int i = 0; i < 200; ++i) shared->push_back(uni(0, 3));
-  for (int i = 0; i < n; ++i) {
-    t += uni(0, 3) == 0 ? 0 : uni(1, 20'000'000);
-    TraceRequest r = tr(t, uni(0, 80), uni(0, 40));
-    r.priority = uni(0, 2);
-    if (uni(0, 1) == 1 && r.input_tokens > 0) {
-      // A prefix shared with other requests: tokens from the shared pool, then a tail.
-      auto toks = std::make_shared<std::vector<int32_t>>(
-          shared->begin(), shared->begin() + std::min(r.input_tokens, uni(0, r.input_tokens)));
-      while (static_cast<int32_t>(toks->size()) < r.input_tokens) toks->push_back(uni(0, 3));
-      r.prompt_token_ids = toks;
-    }
-    rc.trace.requests.push_back(r);
-  }
+  rc.trace = test::random_trace(rng, test::DrawOrder::kOutputFirst);
   return rc;
 }
 

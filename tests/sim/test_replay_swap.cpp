@@ -14,6 +14,7 @@
 #include "kvsim/sim/replay.h"
 #include "kvsim/sim/step_time_model.h"
 #include "kvsim/sim/trace.h"
+#include "random_trace.h"
 
 namespace kvsim {
 namespace {
@@ -213,6 +214,7 @@ TEST(ReplaySwap, BadSwapBandwidthIsRejected) {
 TEST(ReplaySwapProperties, RandomSmallTraces) {
   FixedStepTime step(1.0);
   for (uint64_t seed = 1; seed <= 300; ++seed) {
+    SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
     auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     ReplayConfig c;
@@ -234,26 +236,7 @@ TEST(ReplaySwapProperties, RandomSmallTraces) {
     c.check_invariants = true;
     c.livelock_steps = 1000;
     c.swap_bytes_per_block = 1000;
-    Trace t;
-    const int n = uni(1, 30);
-    int64_t at = 0;
-    auto shared = std::make_shared<std::vector<int32_t>>();
-    for (int i = 0; i < 200; ++i) shared->push_back(uni(0, 3));
-    for (int i = 0; i < n; ++i) {
-      at += uni(0, 3) == 0 ? 0 : uni(1, 20'000'000);
-      TraceRequest r;
-      r.arrival_ns = at;
-      r.input_tokens = uni(0, 80);
-      r.output_tokens = uni(0, 40);
-      r.priority = uni(0, 2);
-      if (uni(0, 1) == 1 && r.input_tokens > 0) {
-        auto toks = std::make_shared<std::vector<int32_t>>(
-            shared->begin(), shared->begin() + std::min(r.input_tokens, uni(0, r.input_tokens)));
-        while (static_cast<int32_t>(toks->size()) < r.input_tokens) toks->push_back(uni(0, 3));
-        r.prompt_token_ids = toks;
-      }
-      t.requests.push_back(r);
-    }
+    const Trace t = test::random_trace(rng, test::DrawOrder::kInputFirst);
     SwapCheckingBackend b(s.num_gpu_blocks, s.block_size, s.num_host_swap_slots,
                           !s.enable_prefix_caching);
     const ReplayResult r = run_replay(c, t, b, step);
