@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include "kvsim/core/block_hash.h"
@@ -13,6 +15,10 @@ void Request::enable_block_hashing(int32_t block_size) {
     throw std::invalid_argument("Request::enable_block_hashing: block_size <= 0");
   hash_block_size = block_size;
   block_hashes.clear();
+  // One allocation for the request's whole life in the common case (the list grows as tokens
+  // are generated); capped so a huge max_tokens cannot reserve memory it may never use.
+  const int64_t expected = (int64_t{num_prompt_tokens} + max_tokens) / block_size + 1;
+  block_hashes.reserve(static_cast<size_t>(std::min<int64_t>(expected, 4096)));
   update_block_hashes();
 }
 

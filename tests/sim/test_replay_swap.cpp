@@ -47,8 +47,12 @@ class SwapCheckingBackend final : public KvBackend {
       out_blocks.push_back(s.device_block);
       move(device_, s.device_block, host_, s.host_slot);
     }
+    // Without prefix caching no block is shared, so a step swaps each device block out at most
+    // once; with caching two victims of one step may share prefix blocks and each copies them.
     std::sort(out_blocks.begin(), out_blocks.end());
-    EXPECT_EQ(std::adjacent_find(out_blocks.begin(), out_blocks.end()), out_blocks.end());
+    if (same_request_) {
+      EXPECT_EQ(std::adjacent_find(out_blocks.begin(), out_blocks.end()), out_blocks.end());
+    }
     for (const BlockSwap& s : b.swap_in) move(host_, s.host_slot, device_, s.device_block);
     swapped_out_blocks += static_cast<int64_t>(b.swap_out.size());
     swapped_in_blocks += static_cast<int64_t>(b.swap_in.size());
