@@ -5,7 +5,12 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 namespace kvsim_cli_test {
 
@@ -27,6 +32,22 @@ inline CliRun run_kvsim(const std::string& args, const std::string& redirect = "
   const int status = pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Concatenation by append: GCC 12 at -O3 warns (-Wrestrict, a false positive) about
+// `"literal" + std::string` chains.
+inline std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string s;
+  for (std::string_view p : parts) s.append(p);
+  return s;
+}
+
+// The whole file, bytes as they are ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace kvsim_cli_test

@@ -19,23 +19,12 @@
 
 namespace {
 
+using kvsim_cli_test::cat;
 using kvsim_cli_test::CliRun;
 using kvsim_cli_test::run_kvsim;
+using kvsim_cli_test::slurp;
 
 namespace fs = std::filesystem;
-
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::string s;
-  for (std::string_view p : parts) s.append(p);
-  return s;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The output is exactly one line, and it is the expected error.
 void expect_error(const std::string& args, const std::string& message) {

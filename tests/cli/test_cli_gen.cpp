@@ -16,33 +16,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CmdRun {
-  int status = -1;
-  std::string out;
-};
+using kvsim_cli_test::CliRun;
 
 // Runs the kvsim binary with `args`; `redirect` picks what is captured ("2>&1": both streams).
-CmdRun kvsim(const std::string& args, const std::string& redirect = "2>&1") {
-  CmdRun r;
-  const std::string cmd = fmt::format("{} {} {}", KVSIM_BINARY, args, redirect);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+CliRun kvsim(const std::string& args, const std::string& redirect = "2>&1") {
+  return kvsim_cli_test::run_kvsim(args, redirect);
 }
 
 // The run fails with status 2 and prints exactly the one line "kvsim: error: <message>".
 void expect_error(const std::string& args, const std::string& message) {
   SCOPED_TRACE(args);
-  const CmdRun r = kvsim(args);
+  const CliRun r = kvsim(args);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.out, fmt::format("kvsim: error: {}\n", message));
 }
@@ -71,9 +61,9 @@ TEST_F(CliGen, SameSeedSameBytesOnStdoutAndInAFile) {
   const std::string flags =
       "gen -n 40 --arrival gamma --rate 3 --cv 2 --input-len lognormal:6,0.7 "
       "--output-len uniform:4,64 --prefix-groups 3 --prefix-tokens 48";
-  const CmdRun a = kvsim(flags + " --seed 7", "2>/dev/null");
-  const CmdRun b = kvsim(flags + " --seed 7", "2>/dev/null");
-  const CmdRun c = kvsim(flags + " --seed 8", "2>/dev/null");
+  const CliRun a = kvsim(flags + " --seed 7", "2>/dev/null");
+  const CliRun b = kvsim(flags + " --seed 7", "2>/dev/null");
+  const CliRun c = kvsim(flags + " --seed 8", "2>/dev/null");
   ASSERT_EQ(a.status, 0);
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
@@ -87,7 +77,7 @@ TEST_F(CliGen, SameSeedSameBytesOnStdoutAndInAFile) {
     EXPECT_EQ(static_cast<int64_t>(r.at("hash_ids").size()), (in + 15) / 16);
   }
   const std::string file = path("t.jsonl");
-  const CmdRun w = kvsim(flags + " --seed 7 -o " + file);
+  const CliRun w = kvsim(flags + " --seed 7 -o " + file);
   ASSERT_EQ(w.status, 0) << w.out;
   EXPECT_EQ(w.out.rfind("kvsim gen: wrote 40 requests to " + file, 0), 0u) << w.out;
   std::ifstream in(file, std::ios::binary);
@@ -97,14 +87,14 @@ TEST_F(CliGen, SameSeedSameBytesOnStdoutAndInAFile) {
 
 TEST_F(CliGen, PrefixEncodingsHonourTheirFlags) {
   const std::string base = "gen -q -n 12 --seed 3 --prefix-groups 2 --prefix-tokens 40 ";
-  const CmdRun h = kvsim(base + "--hash-block-size 32", "2>/dev/null");
+  const CliRun h = kvsim(base + "--hash-block-size 32", "2>/dev/null");
   ASSERT_EQ(h.status, 0);
   for (const auto& r : records(h.out)) {
     const int64_t in = r.at("input_tokens");
     EXPECT_EQ(r.at("hash_block_size"), 32);
     EXPECT_EQ(static_cast<int64_t>(r.at("hash_ids").size()), (in + 31) / 32);
   }
-  const CmdRun t = kvsim(base + "--prefix-as token-ids --vocab-size 50", "2>/dev/null");
+  const CliRun t = kvsim(base + "--prefix-as token-ids --vocab-size 50", "2>/dev/null");
   ASSERT_EQ(t.status, 0);
   for (const auto& r : records(t.out)) {
     const auto& ids = r.at("prompt_token_ids");
@@ -130,7 +120,7 @@ TEST_F(CliGen, BadSpecsAreOneLineErrors) {
   expect_error("gen --seed 18446744073709551616",
                "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
   const std::string missing = path("missing.csv");
-  const CmdRun r = kvsim("gen --input-len empirical:" + missing);
+  const CliRun r = kvsim("gen --input-len empirical:" + missing);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_NE(r.out.find(missing), std::string::npos) << r.out;
@@ -167,7 +157,7 @@ TEST_F(CliGen, ReplayRefusesHashBlockSizeForTracesWithoutHashIds) {
   const std::string hashed = path("hashed.jsonl");
   ASSERT_EQ(kvsim("gen -q -n 5 --seed 1 --prefix-groups 1 --prefix-tokens 32 -o " + hashed).status,
             0);
-  const CmdRun ok =
+  const CliRun ok =
       kvsim("replay " + hashed + " --step-time fixed:5 --no-progress --hash-block-size 16");
   EXPECT_EQ(ok.status, 0) << ok.out;
 }

@@ -19,17 +19,11 @@ namespace {
 
 using kvsim_cli_test::CliRun;
 using kvsim_cli_test::run_kvsim;
+using kvsim_cli_test::slurp;
 
 std::string trace(const std::string& name) {
   const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
   return std::filesystem::exists(a) ? a : "/work/shared/traces/" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::string tmp(const std::string& name) {

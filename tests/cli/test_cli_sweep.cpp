@@ -17,25 +17,12 @@
 
 namespace {
 
+using kvsim_cli_test::cat;
 using kvsim_cli_test::CliRun;
 using kvsim_cli_test::run_kvsim;
+using kvsim_cli_test::slurp;
 
 namespace fs = std::filesystem;
-
-// Concatenation by append: GCC 12 at -O3 warns (-Wrestrict, a false positive) about
-// `"literal" + std::string` chains.
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::string s;
-  for (std::string_view p : parts) s.append(p);
-  return s;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class CliSweep : public ::testing::Test {
  protected:
