@@ -13,6 +13,11 @@ namespace {
       fmt::format("FreeKVCacheBlockQueue: block {} is already free or out of range", b));
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] void throw_not_enough_free(int32_t n, int32_t free) {
+  throw std::logic_error(
+      fmt::format("FreeKVCacheBlockQueue::popleft_n({}): only {} free", n, free));
+}
+
 }  // namespace
 
 FreeKVCacheBlockQueue::FreeKVCacheBlockQueue(int32_t num_blocks)
@@ -43,9 +48,8 @@ BlockId FreeKVCacheBlockQueue::popleft() {
 }
 
 void FreeKVCacheBlockQueue::popleft_n(int32_t n, std::vector<BlockId>& out) {
-  if (n < 0 || n > num_free_blocks_) {
-    throw std::logic_error(
-        fmt::format("FreeKVCacheBlockQueue::popleft_n({}): only {} free", n, num_free_blocks_));
+  if (n < 0 || n > num_free_blocks_) [[unlikely]] {
+    throw_not_enough_free(n, num_free_blocks_);
   }
   if (n == 0) return;
   int32_t cur = next_[static_cast<size_t>(head_sentinel())];
