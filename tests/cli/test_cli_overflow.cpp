@@ -3,6 +3,8 @@
 // number or a silent clip.
 #include <gtest/gtest.h>
 
+#include "../scratch_dir_test.h"
+
 #include <sys/wait.h>
 #include "cli_run.h"
 
@@ -24,22 +26,7 @@ void expect_error(const std::string& args, const std::string& message) {
   EXPECT_EQ(r.out, "kvsim: error: " + message + "\n") << args;
 }
 
-class CliOverflow : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kvsim_cli_overflow_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const std::string p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
-  }
-  std::filesystem::path dir_;
-};
+using CliOverflow = kvsim_test::ScratchDirTest;
 
 const std::string kCodeTrace = std::string(KVSIM_SOURCE_DIR) + "/traces/splitwise_code.csv";
 

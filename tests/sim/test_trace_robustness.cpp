@@ -3,6 +3,8 @@
 // Each must be one exact line naming the file, line and field - never a crash or a silent guess.
 #include <gtest/gtest.h>
 
+#include "../scratch_dir_test.h"
+
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -19,21 +21,8 @@
 namespace kvsim {
 namespace {
 
-class TraceRobustness : public ::testing::Test {
+class TraceRobustness : public kvsim_test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kvsim_trace_robustness_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const std::string p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
-  }
   // The message read_trace throws (any exception), or "" when it reads the file.
   static std::string error_of(const std::string& path) {
     try {
@@ -43,8 +32,6 @@ class TraceRobustness : public ::testing::Test {
     }
     return {};
   }
-
-  std::filesystem::path dir_;
 };
 
 const std::string kVidurHeader = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
