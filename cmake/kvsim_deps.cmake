@@ -1,11 +1,13 @@
 # Third-party dependencies. Normal builds (KVSIM_DEPS_DIR empty) require the system packages of
 # tools/install-deps.sh, exactly as before. With KVSIM_DEPS_DIR = the source bundle written by
 # tools/make_gpu_bundle.sh (for the bare GPU machine, where nothing can be installed), each of
-# fmt, xxhash, GoogleTest and Google Benchmark whose system package is not found comes from the
-# bundle instead, and Abseil, which is not bundled, is replaced by std::unordered_map in BlockPool.
+# fmt, xxhash, CLI11, nlohmann-json, zlib, GoogleTest and Google Benchmark whose system package is
+# not found comes from the bundle instead, and Abseil, which is not bundled, is replaced by
+# std::unordered_map in BlockPool.
 #
-# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, kvsim_hash_map, and (when
-# tests/benchmarks are built) GTest::gtest, GTest::gtest_main, benchmark::benchmark.
+# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, kvsim_hash_map, CLI11::CLI11,
+# nlohmann_json::nlohmann_json, ZLIB::ZLIB, and (when tests/benchmarks are built) GTest::gtest,
+# GTest::gtest_main, benchmark::benchmark.
 
 set(KVSIM_DEPS_DIR "" CACHE PATH
     "Dependency source bundle (tools/make_gpu_bundle.sh) used where a system package is missing")
@@ -62,6 +64,49 @@ else()
   # PUBLIC through kvsim_core: every translation unit must see the same BlockPool layout.
   target_compile_definitions(kvsim_hash_map INTERFACE KVSIM_STD_HASH_MAP=1)
   message(STATUS "kvsim: absl not found: BlockPool uses std::unordered_map (slower; results equal)")
+endif()
+
+# --- CLI11 and nlohmann-json (header-only) and zlib: kvsim_sim and the kvsim CLI -------------------
+# The bundle carries CLI11's and nlohmann-json's headers and zlib's C source (built here as a static
+# library: the GPU machine's image is not known to have zlib's header, so the bundle build never
+# depends on it).
+find_package(CLI11 ${kvsim_find_mode})
+if(CLI11_FOUND)
+  kvsim_dep_source(CLI11 "the system (${CLI11_VERSION})")
+else()
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  set_target_properties(CLI11::CLI11 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${KVSIM_DEPS_DIR}/include")
+  kvsim_dep_source(CLI11 "${KVSIM_DEPS_DIR}/include (header-only)")
+endif()
+find_package(nlohmann_json 3.10 ${kvsim_find_mode})
+if(nlohmann_json_FOUND)
+  kvsim_dep_source(nlohmann-json "the system (${nlohmann_json_VERSION})")
+else()
+  add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
+  set_target_properties(nlohmann_json::nlohmann_json PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${KVSIM_DEPS_DIR}/include")
+  kvsim_dep_source(nlohmann-json "${KVSIM_DEPS_DIR}/include (header-only)")
+endif()
+find_package(ZLIB ${kvsim_find_mode})
+if(ZLIB_FOUND)
+  kvsim_dep_source(zlib "the system (${ZLIB_VERSION_STRING})")
+else()
+  set(kvsim_zlib_dir "${KVSIM_DEPS_DIR}/zlib")
+  if(NOT EXISTS "${kvsim_zlib_dir}/zlib.h")
+    message(FATAL_ERROR "kvsim: ${kvsim_zlib_dir} missing: rerun tools/make_gpu_bundle.sh")
+  endif()
+  enable_language(C) # zlib is C (K&R definitions in 1.2.13: not valid C++); file scope here
+  set(kvsim_zlib_sources adler32 compress crc32 deflate gzclose gzlib gzread gzwrite infback
+                         inffast inflate inftrees trees uncompr zutil)
+  list(TRANSFORM kvsim_zlib_sources PREPEND "${kvsim_zlib_dir}/")
+  list(TRANSFORM kvsim_zlib_sources APPEND ".c")
+  add_library(kvsim_bundled_zlib STATIC ${kvsim_zlib_sources})
+  # What zlib's ./configure finds on Linux: unistd.h (lseek/read/write in gz*.c), stdarg.h.
+  target_compile_definitions(kvsim_bundled_zlib PRIVATE HAVE_UNISTD_H HAVE_STDARG_H)
+  target_include_directories(kvsim_bundled_zlib SYSTEM INTERFACE "${kvsim_zlib_dir}")
+  set_target_properties(kvsim_bundled_zlib PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  add_library(ZLIB::ZLIB ALIAS kvsim_bundled_zlib)
+  kvsim_dep_source(zlib "${kvsim_zlib_dir} (source, static)")
 endif()
 
 # --- GoogleTest / Google Benchmark: built from the bundle's source --------------------------------
