@@ -117,7 +117,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   const Plan plan = plan_replay_pool(in);
 
   ReplaySettings settings;
-  apply(o.sched, settings.scheduler);
+  apply(o.sched, settings);
   settings.max_num_batched_tokens = o.max_num_batched_tokens;
   settings.max_num_seqs = o.max_num_seqs;
   if (o.preemption_mode == "swap") settings.scheduler.preemption_mode = PreemptionMode::SWAP;

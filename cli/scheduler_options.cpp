@@ -60,6 +60,23 @@ void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
       ->check(non_negative())
       ->capture_default_str()
       ->group(group);
+  app->add_flag_callback(
+         "--async-scheduling", [&o] { o.async_scheduling = true; },
+         "vLLM's async scheduling: batch k+1 is scheduled while batch k runs (the default; "
+         "not with --preemption-mode swap)")
+      ->group(group);
+  app->add_flag_callback(
+         "--no-async-scheduling",
+         [app, &o] {
+           if (app->get_option("--async-scheduling")->count() > 0) {
+             throw CLI::ValidationError("--no-async-scheduling",
+                                        "conflicts with --async-scheduling");
+           }
+           o.async_scheduling = false;
+         },
+         "Sync scheduling: schedule, run and process each step in turn (vLLM "
+         "--no-async-scheduling)")
+      ->group(group);
   app->add_option("--step-time", o.step_time,
                   "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] (docs/step-time-model.md)")
       ->capture_default_str()
@@ -74,6 +91,11 @@ void apply(const SchedulerOptions& o, SchedulerConfig& c) {
   c.watermark = o.watermark;
   c.scheduler_reserve_full_isl = o.scheduler_reserve_full_isl;
   c.num_lookahead_tokens = o.num_lookahead_tokens;
+}
+
+void apply(const SchedulerOptions& o, ReplaySettings& settings) {
+  apply(o, settings.scheduler);
+  settings.async_scheduling = o.async_scheduling;
 }
 
 }  // namespace kvsim::cli

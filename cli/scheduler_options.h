@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "kvsim/sim/replay_setup.h"
 #include "kvsim/sim/scheduler.h"
 
 namespace kvsim::cli {
@@ -22,15 +24,20 @@ struct SchedulerOptions {
   bool scheduler_reserve_full_isl = true;
   int32_t num_lookahead_tokens = 0;
   std::string step_time = "roofline";  // --step-time spec (docs/step-time-model.md)
+  // --[no-]async-scheduling; unset = vLLM's default (on unless an incompatible option is set).
+  std::optional<bool> async_scheduling;
 };
 
 // Registers --long-prefill-token-threshold, --[no-]enable-chunked-prefill,
 // --[no-]enable-prefix-caching, --scheduling-policy, --watermark,
-// --no-scheduler-reserve-full-isl, --num-lookahead-tokens and --step-time in group "Scheduler".
+// --no-scheduler-reserve-full-isl, --num-lookahead-tokens, --[no-]async-scheduling and
+// --step-time in group "Scheduler".
 // `o` must outlive parsing.
 void add_scheduler_options(CLI::App* app, SchedulerOptions& o);
 
 // Copies the policy knobs into `config` (block/pool/length/batch fields are left alone).
 void apply(const SchedulerOptions& o, SchedulerConfig& config);
+// The same into settings.scheduler, plus the scheduling mode (settings.async_scheduling).
+void apply(const SchedulerOptions& o, ReplaySettings& settings);
 
 }  // namespace kvsim::cli

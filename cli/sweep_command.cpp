@@ -141,7 +141,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
 
   SweepBase base;
   base.plan = resolve_plan_inputs(o.plan);
-  apply(o.sched, base.settings.scheduler);
+  apply(o.sched, base.settings);
   base.step_time = o.sched.step_time;
 
   const Trace trace = read_trace(o.trace_path, o.trace);

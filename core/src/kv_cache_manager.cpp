@@ -36,16 +36,21 @@ KVCacheManager::RequestBlocks& KVCacheManager::state_for(int64_t request_id) {
   return req_to_blocks_[static_cast<size_t>(request_id)];
 }
 
-ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) const {
+ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) {
   ComputedBlocks out;
   get_computed_blocks(request, out);
   return out;
 }
 
-void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks& out) const {
+void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks& out) {
   out.blocks.clear();
   out.num_computed_tokens = 0;
-  if (!config_.enable_caching || request.hash_block_size == 0 || request.num_tokens() <= 0) return;
+  // vLLM skips the lookup (and its record) only when caching is off.
+  if (!config_.enable_caching) return;
+  if (request.hash_block_size == 0 || request.num_tokens() <= 0) {
+    record_lookup(request, 0);
+    return;
+  }
   // At least one token is always recomputed (vLLM: max_cache_hit_length = num_tokens - 1).
   const size_t max_blocks =
       std::min(static_cast<size_t>((request.num_tokens() - 1) / config_.block_size),
@@ -56,6 +61,7 @@ void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks&
     out.blocks.push_back(*hit);
   }
   out.num_computed_tokens = static_cast<int32_t>(out.blocks.size()) * config_.block_size;
+  record_lookup(request, out.num_computed_tokens);
 }
 
 int32_t KVCacheManager::get_num_blocks_to_allocate(const RequestBlocks& st, int64_t num_tokens,
@@ -157,6 +163,16 @@ void KVCacheManager::cache_blocks(const Request& request, RequestBlocks& st, int
   st.num_cached_block = static_cast<int32_t>(full);
 }
 
+void KVCacheManager::cache_blocks(const Request& request, int64_t num_tokens) {
+  if (!config_.enable_caching || request.request_id < 0 ||
+      static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
+    return;
+  }
+  RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+  if (!st.live) return;
+  cache_blocks(request, st, num_tokens);
+}
+
 void KVCacheManager::free(const Request& request) {
   if (request.request_id < 0 || static_cast<size_t>(request.request_id) >= req_to_blocks_.size())
     return;
@@ -175,15 +191,16 @@ void KVCacheManager::free(const Request& request) {
   st.live = false;
 }
 
-void KVCacheManager::record_prefix_cache_stats(const Request& request, int32_t num_hit_tokens) {
+void KVCacheManager::record_lookup(const Request& request, int32_t num_hit_tokens) {
   PrefixCacheStats& s = prefix_cache_stats_;
-  s.requests += 1;
-  s.queries += request.num_tokens();
-  s.hits += num_hit_tokens;
   if (request.num_preemptions > 0) {
     s.preempted_requests += 1;
     s.preempted_queries += request.num_tokens();
     s.preempted_hits += num_hit_tokens;
+  } else {
+    s.requests += 1;
+    s.queries += request.num_tokens();
+    s.hits += num_hit_tokens;
   }
 }
 

@@ -54,12 +54,14 @@ void LatencyCollector::add(const RequestTimestamps& t) {
         "ns, finish {} ns, output tokens {}",
         t.arrival_ns, t.first_scheduled_ns, t.first_token_ns, t.finish_ns, t.output_tokens));
   }
-  constexpr double kSeconds = 1e-9;
-  ttft_.push_back(static_cast<double>(t.first_token_ns - t.arrival_ns) * kSeconds);
-  e2e_.push_back(static_cast<double>(t.finish_ns - t.arrival_ns) * kSeconds);
-  queueing_.push_back(static_cast<double>(t.first_scheduled_ns - t.arrival_ns) * kSeconds);
+  // One correctly rounded division of the exact nanosecond count, so a latency of an exact
+  // number of ns prints as its exact decimal seconds (x * 1e-9 would add a rounding step).
+  constexpr double kNsPerSecond = 1e9;
+  ttft_.push_back(static_cast<double>(t.first_token_ns - t.arrival_ns) / kNsPerSecond);
+  e2e_.push_back(static_cast<double>(t.finish_ns - t.arrival_ns) / kNsPerSecond);
+  queueing_.push_back(static_cast<double>(t.first_scheduled_ns - t.arrival_ns) / kNsPerSecond);
   if (t.output_tokens >= 2) {
-    tpot_.push_back(static_cast<double>(t.finish_ns - t.first_token_ns) * kSeconds /
+    tpot_.push_back(static_cast<double>(t.finish_ns - t.first_token_ns) / kNsPerSecond /
                     static_cast<double>(t.output_tokens - 1));
   }
 }

@@ -1,6 +1,7 @@
 #include "kvsim/sim/replay.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kvsim/sim/engine_core.h"
 #include "replay_batch.h"
 
 namespace kvsim {
@@ -64,13 +66,18 @@ class Engine {
   ReplayResult run();
 
  private:
+  void run_sync(size_t& next, int64_t livelock_limit);
+  void run_async(size_t& next, int64_t livelock_limit);
+  void report_progress();
   void arrive(size_t index);
   void reject(RequestRecord& rec, Request& r, RejectReason why);
   // t_ + dt, or std::runtime_error instead of signed overflow.
   void advance_clock(int64_t dt);
-  void on_step(const SchedulerOutput& out);
+  // start + dt (overflow-checked) for a batch starting at `start`; adds dt to busy time.
+  int64_t batch_end(int64_t start, int64_t dt);
+  void on_step(const SchedulerOutput& out, int64_t start_ns);
   bool after_update(const SchedulerOutput& out);  // true when a request finished
-  void log_row(const SchedulerOutput& out, int64_t duration_ns);
+  void log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns);
   int64_t account_swaps(const SchedulerOutput& out);  // returns the transfer time (ns)
   void execute_batch(const SchedulerOutput& out);
   [[noreturn]] void livelock(int64_t steps) const;
@@ -103,6 +110,7 @@ class Engine {
   int64_t usage_steps_ = 0;
   int64_t sum_running_ = 0;
   bool new_work_ = false;  // the current step computes a position for the first time
+  int64_t next_progress_ = 0;
 };
 
 void Engine::reject(RequestRecord& rec, Request& r, RejectReason why) {
@@ -111,6 +119,11 @@ void Engine::reject(RequestRecord& rec, Request& r, RejectReason why) {
   rec.rejected = true;
   rec.reject_reason = why;
   rec.preemptions = r.num_preemptions;
+  if (why == RejectReason::NEVER_ADMITTABLE || why == RejectReason::OUTGREW_POOL) {
+    // Aborted at run time: what it generated before (vLLM reports those tokens) and when.
+    rec.output_tokens = r.num_output_tokens;
+    rec.finish_ns = t_;
+  }
   ReplaySummary& s = result_.summary;
   s.rejected += 1;
   s.rejected_by_reason[static_cast<size_t>(why)] += 1;
@@ -127,10 +140,14 @@ void Engine::arrive(size_t index) {
   sched_.add_request(&r);
 }
 
-void Engine::on_step(const SchedulerOutput& out) {
+void Engine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   for (const ScheduledRequest& s : out.scheduled) {
     RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
-    if (rec.first_scheduled_ns < 0) rec.first_scheduled_ns = t_;
+    if (rec.first_scheduled_ns < 0) rec.first_scheduled_ns = start_ns;
+    if ((s.is_new || s.is_resumed) && !s.is_swapped_in && sched_.config().enable_prefix_caching) {
+      result_.summary.admission_prefix_query_tokens +=
+          requests_[static_cast<size_t>(s.request_id)].num_tokens();
+    }
     rec.scheduled_tokens += s.num_tokens;
     rec.prefix_hit_tokens += s.num_prefix_hit_tokens;
     const int32_t end = s.num_computed_tokens + s.num_tokens;
@@ -169,7 +186,7 @@ void Engine::on_step(const SchedulerOutput& out) {
   ++usage_steps_;
 }
 
-void Engine::log_row(const SchedulerOutput& out, int64_t duration_ns) {
+void Engine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
   ReplaySummary& sum = result_.summary;
   const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
   sum.preemptions += preempted;
@@ -194,7 +211,7 @@ void Engine::log_row(const SchedulerOutput& out, int64_t duration_ns) {
   const KVCacheManager& kv = sched_.kv_cache_manager();
   TimelineRow row;
   row.step = out.step_index;
-  row.time_ns = t_;
+  row.time_ns = start_ns;
   row.duration_ns = duration_ns;
   row.running = static_cast<int32_t>(sched_.num_running());
   row.waiting = static_cast<int32_t>(sched_.num_waiting());
@@ -228,6 +245,20 @@ void Engine::advance_clock(int64_t dt) {
   }
   t_ = t;
   sum.busy_ns = busy;
+}
+
+int64_t Engine::batch_end(int64_t start, int64_t dt) {
+  ReplaySummary& sum = result_.summary;
+  int64_t end = 0;
+  int64_t busy = 0;
+  if (__builtin_add_overflow(start, dt, &end) || __builtin_add_overflow(sum.busy_ns, dt, &busy)) {
+    throw std::runtime_error(fmt::format(
+        "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
+        "nanoseconds (292 years); use a shorter --step-time or trace",
+        sum.steps, start, dt));
+  }
+  sum.busy_ns = busy;
+  return end;
 }
 
 int64_t Engine::account_swaps(const SchedulerOutput& out) {
@@ -309,6 +340,149 @@ void Engine::livelock(int64_t steps) const {
       sched_.config().num_gpu_blocks - 1, head));
 }
 
+void Engine::report_progress() {
+  if (progress_ && result_.summary.steps >= next_progress_) {
+    next_progress_ += config_.progress_every_steps;
+    progress_(done_, static_cast<int64_t>(requests_.size()), t_);
+  }
+}
+
+// vLLM EngineCore.step(): schedule, execute, update, strictly alternating.
+void Engine::run_sync(size_t& next, int64_t livelock_limit) {
+  const size_t n = requests_.size();
+  int64_t idle_steps = 0;
+  while (true) {
+    while (next < n && requests_[next].arrival_time_ns <= t_) arrive(next++);
+    if (!sched_.has_unfinished_requests()) {
+      if (next >= n) break;
+      t_ = requests_[next].arrival_time_ns;  // idle: jump, no step logged
+      continue;
+    }
+    const SchedulerOutput& out = sched_.schedule();
+    for (int64_t id : out.aborted_req_ids) {
+      reject(records_[static_cast<size_t>(id)], requests_[static_cast<size_t>(id)],
+             RejectReason::OUTGREW_POOL);
+    }
+    if (out.total_num_scheduled_tokens == 0) {
+      // Only swap-outs of this step's victims can be pending: they still move data and time.
+      const int64_t swap_dt = account_swaps(out);
+      if (!out.swap_out.empty()) execute_batch(out);
+      sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
+      if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, t_, swap_dt);
+      advance_clock(swap_dt);
+      if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+      if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
+        Request* head = sched_.abort_waiting_head();
+        reject(records_[static_cast<size_t>(head->request_id)], *head,
+               RejectReason::NEVER_ADMITTABLE);
+        idle_steps = 0;
+        continue;
+      }
+      if (++idle_steps >= livelock_limit) livelock(idle_steps);
+      continue;
+    }
+    work_.clear();
+    for (const ScheduledRequest& s : out.scheduled) {
+      work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+    }
+    execute_batch(out);
+    const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
+    new_work_ = false;
+    on_step(out, t_);
+    log_row(out, t_, dt);
+    advance_clock(dt);
+    sched_.update_from_output();
+    const bool finished_any = after_update(out);
+    // Thrash guard: only recomputation (no new position, nothing finished) counts as no progress.
+    if (new_work_ || finished_any) {
+      idle_steps = 0;
+    } else if (++idle_steps >= livelock_limit) {
+      livelock(idle_steps);
+    }
+    if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+    report_progress();
+  }
+}
+
+// vLLM EngineCore.step_with_batch_queue() with AsyncScheduler (engine_core.h): batch k+1 is
+// scheduled before batch k is processed. Each queued batch keeps its end time; the GPU runs them
+// back to back (see the clock rules in replay.h).
+void Engine::run_async(size_t& next, int64_t livelock_limit) {
+  const size_t n = requests_.size();
+  EngineCore core(sched_);
+  std::array<int64_t, 2> end_ns{};  // end time of each in-flight batch, by step_index % 2
+  int64_t gpu_free_ns = 0;          // when the last scheduled batch ends
+  int64_t idle_steps = 0;
+  ReplaySummary& sum = result_.summary;
+  while (true) {
+    while (next < n && requests_[next].arrival_time_ns <= t_) arrive(next++);
+    if (!core.has_work()) {
+      if (next >= n) break;
+      t_ = requests_[next].arrival_time_ns;  // idle: jump, no step logged
+      continue;
+    }
+    const EngineStep st = core.step();
+    bool progress = false;
+    bool stalled = false;  // scheduled nothing while nothing runs: the head can never be admitted
+    if (st.scheduled != nullptr) {
+      const SchedulerOutput& out = *st.scheduled;
+      for (int64_t id : out.aborted_req_ids) {
+        reject(records_[static_cast<size_t>(id)], requests_[static_cast<size_t>(id)],
+               RejectReason::OUTGREW_POOL);
+      }
+      const int64_t start = std::max(t_, gpu_free_ns);
+      int64_t dt = 0;
+      new_work_ = false;
+      if (out.total_num_scheduled_tokens > 0) {
+        work_.clear();
+        for (const ScheduledRequest& s : out.scheduled) {
+          work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+          if (s.num_output_placeholders > 0) {
+            sum.async_ahead_tokens += s.num_tokens;
+            sum.async_ahead_blocks += s.new_blocks_count;
+          }
+        }
+        execute_batch(out);
+        dt = step_time_.step_time_ns(work_);
+        on_step(out, start);
+        log_row(out, start, dt);
+      } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {
+        log_row(out, start, 0);
+      }
+      gpu_free_ns = batch_end(start, dt);
+      end_ns[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns;
+      progress = new_work_;
+      stalled = out.total_num_scheduled_tokens == 0 && out.preempted_req_ids.empty() &&
+                sched_.num_running() == 0 && sched_.num_waiting() > 0;
+    }
+    if (st.processed != nullptr) {
+      const SchedulerOutput& out = *st.processed;
+      t_ = std::max(t_, end_ns[static_cast<size_t>(out.step_index % 2)]);
+      for (const ScheduledRequest& s : out.scheduled) {
+        if (!s.finished) continue;
+        sum.async_late_free_blocks += s.num_freed_blocks;
+        sum.async_late_free_requests += 1;
+      }
+      progress = after_update(out) || progress;
+    }
+    if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+    if (stalled) {
+      // As in sync mode: nothing runs (so nothing holds KV) and the head still does not fit.
+      Request* head = sched_.abort_waiting_head();
+      reject(records_[static_cast<size_t>(head->request_id)], *head,
+             RejectReason::NEVER_ADMITTABLE);
+      idle_steps = 0;
+      continue;
+    }
+    if (progress) {
+      idle_steps = 0;
+    } else if (++idle_steps >= livelock_limit) {
+      livelock(idle_steps);
+    }
+    report_progress();
+  }
+}
+
 ReplayResult Engine::run() {
   const auto wall_start = std::chrono::steady_clock::now();
   const size_t n = trace_.requests.size();
@@ -349,7 +523,6 @@ ReplayResult Engine::run() {
   sum.swap_bandwidth_bytes_per_s = config_.swap_bandwidth_bytes_per_s;
 
   size_t next = 0;
-  int64_t idle_steps = 0;
   // Auto limit: recomputing what fits in the pool legitimately takes up to (N-1)*bs / budget
   // token-less steps (a preempted 100k-token prompt under a small budget); only well beyond that
   // is it a livelock.
@@ -358,60 +531,12 @@ ReplayResult Engine::run() {
       config_.livelock_steps > 0 ? config_.livelock_steps
                                  : 10000 + 2 * cdiv(int64_t{sc.num_gpu_blocks - 1} * sc.block_size,
                                                     std::max(sc.max_num_batched_tokens, 1));
-  int64_t next_progress = config_.progress_every_steps;
-  while (true) {
-    while (next < n && requests_[next].arrival_time_ns <= t_) arrive(next++);
-    if (!sched_.has_unfinished_requests()) {
-      if (next >= n) break;
-      t_ = requests_[next].arrival_time_ns;  // idle: jump, no step logged
-      continue;
-    }
-    const SchedulerOutput& out = sched_.schedule();
-    for (int64_t id : out.aborted_req_ids) {
-      reject(records_[static_cast<size_t>(id)], requests_[static_cast<size_t>(id)],
-             RejectReason::OUTGREW_POOL);
-    }
-    if (out.total_num_scheduled_tokens == 0) {
-      // Only swap-outs of this step's victims can be pending: they still move data and time.
-      const int64_t swap_dt = account_swaps(out);
-      if (!out.swap_out.empty()) execute_batch(out);
-      sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
-      if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, swap_dt);
-      advance_clock(swap_dt);
-      if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
-      if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
-        Request* head = sched_.abort_waiting_head();
-        reject(records_[static_cast<size_t>(head->request_id)], *head,
-               RejectReason::NEVER_ADMITTABLE);
-        idle_steps = 0;
-        continue;
-      }
-      if (++idle_steps >= livelock_limit) livelock(idle_steps);
-      continue;
-    }
-    work_.clear();
-    for (const ScheduledRequest& s : out.scheduled) {
-      work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
-    }
-    execute_batch(out);
-    const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
-    new_work_ = false;
-    on_step(out);
-    log_row(out, dt);
-    advance_clock(dt);
-    sched_.update_from_output();
-    const bool finished_any = after_update(out);
-    // Thrash guard: only recomputation (no new position, nothing finished) counts as no progress.
-    if (new_work_ || finished_any) {
-      idle_steps = 0;
-    } else if (++idle_steps >= livelock_limit) {
-      livelock(idle_steps);
-    }
-    if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
-    if (progress_ && sum.steps >= next_progress) {
-      next_progress += config_.progress_every_steps;
-      progress_(done_, static_cast<int64_t>(n), t_);
-    }
+  next_progress_ = config_.progress_every_steps;
+  sum.async_scheduling = sc.async_scheduling;
+  if (sc.async_scheduling) {
+    run_async(next, livelock_limit);
+  } else {
+    run_sync(next, livelock_limit);
   }
   sum.sim_ns = t_;
   if (!null_backend_) {
@@ -467,6 +592,10 @@ void Engine::finish_summary() {
   if (sum.prefix_cache.queries > 0) {
     sum.prefix_cache_hit_rate =
         static_cast<double>(sum.prefix_cache.hits) / static_cast<double>(sum.prefix_cache.queries);
+  }
+  if (sum.admission_prefix_query_tokens > 0) {
+    sum.admission_prefix_hit_rate = static_cast<double>(sum.prefix_hit_tokens) /
+                                    static_cast<double>(sum.admission_prefix_query_tokens);
   }
   sum.prefix_blocks_saved = sum.prefix_hit_tokens / sum.block_size;
   sum.evictions = kv.block_pool().num_evictions();

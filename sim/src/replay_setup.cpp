@@ -91,8 +91,15 @@ ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
     // vLLM: with chunked prefill off the default budget becomes max(L, default).
     sc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, sc.max_model_len);
   }
+  const bool swap = sc.preemption_mode == PreemptionMode::SWAP;
+  if (settings.async_scheduling.value_or(false) && swap) {
+    throw std::invalid_argument(
+        "--async-scheduling cannot run with --preemption-mode swap: vLLM V0's swap never ran "
+        "with async scheduling (use --no-async-scheduling, or leave the mode unset)");
+  }
+  sc.async_scheduling = settings.async_scheduling.value_or(!swap);
   sc.num_host_swap_slots = 0;
-  if (sc.preemption_mode == PreemptionMode::SWAP) {
+  if (swap) {
     sc.num_host_swap_slots = host_swap_slots(settings.swap_space_gib, plan.bytes_per_block);
   }
   if (!std::isfinite(settings.swap_bandwidth_gbps) || settings.swap_bandwidth_gbps <= 0) {

@@ -27,6 +27,13 @@ const char* on_off(bool b) {
   return b ? "on" : "off";
 }
 
+// Seconds from the integer-nanosecond clock: one correctly rounded division, so a clock of
+// 3505402975000 ns prints as 3505.402975 (a multiplication by 1e-9 would give
+// 3505.4029750000004).
+double ns_to_seconds(int64_t ns) {
+  return static_cast<double>(ns) / 1e9;
+}
+
 }  // namespace
 
 int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int64_t block_size,
@@ -57,8 +64,8 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   }
   j["rejected_by_reason"] = by_reason;
   j["steps"] = s.steps;
-  j["sim_seconds"] = static_cast<double>(s.sim_ns) * 1e-9;
-  j["busy_seconds"] = static_cast<double>(s.busy_ns) * 1e-9;
+  j["sim_seconds"] = ns_to_seconds(s.sim_ns);
+  j["busy_seconds"] = ns_to_seconds(s.busy_ns);
   j["num_gpu_blocks"] = s.num_gpu_blocks;
   j["block_size"] = s.block_size;
   j["max_model_len"] = s.max_model_len;
@@ -67,6 +74,7 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["scheduling_policy"] = ctx.scheduler.policy == SchedulingPolicy::FCFS ? "fcfs" : "priority";
   j["enable_prefix_caching"] = ctx.scheduler.enable_prefix_caching;
   j["enable_chunked_prefill"] = ctx.scheduler.enable_chunked_prefill;
+  j["async_scheduling"] = s.async_scheduling;
   j["pool_overridden"] = ctx.pool_overridden;
   j["peak_running"] = s.peak_running;
   j["mean_running"] = s.mean_running;
@@ -87,8 +95,12 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["swap_in_blocks"] = s.swap_in_blocks;
   j["swap_out_bytes"] = s.swap_out_bytes;
   j["swap_in_bytes"] = s.swap_in_bytes;
-  j["swap_seconds"] = static_cast<double>(s.swap_ns) * 1e-9;
+  j["swap_seconds"] = ns_to_seconds(s.swap_ns);
   j["peak_host_swap_slots_used"] = s.peak_host_slots_used;
+  j["async_ahead_tokens"] = s.async_ahead_tokens;
+  j["async_ahead_blocks"] = s.async_ahead_blocks;
+  j["async_late_free_blocks"] = s.async_late_free_blocks;
+  j["async_late_free_requests"] = s.async_late_free_requests;
   j["scheduled_tokens"] = s.scheduled_tokens;
   j["prefill_tokens"] = s.prefill_tokens;
   j["decode_tokens"] = s.decode_tokens;
@@ -99,9 +111,17 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["padding_fraction_mean"] = s.padding_fraction_mean;
   j["peak_kv_usage"] = s.peak_kv_usage;
   j["mean_kv_usage"] = s.mean_kv_usage;
+  // vLLM's counters (vllm:prefix_cache_queries / _hits), then the admission share.
   j["prefix_cache_hit_rate"] = s.prefix_cache_hit_rate;
   j["prefix_cache_queries"] = s.prefix_cache.queries;
   j["prefix_cache_hits"] = s.prefix_cache.hits;
+  j["prefix_cache_requests"] = s.prefix_cache.requests;
+  j["preempted_prefix_cache_queries"] = s.prefix_cache.preempted_queries;
+  j["preempted_prefix_cache_hits"] = s.prefix_cache.preempted_hits;
+  j["preempted_prefix_cache_requests"] = s.prefix_cache.preempted_requests;
+  j["admission_prefix_hit_rate"] = s.admission_prefix_hit_rate;
+  j["admission_prefix_hit_tokens"] = s.prefix_hit_tokens;
+  j["admission_prefix_query_tokens"] = s.admission_prefix_query_tokens;
   j["prefix_blocks_saved"] = s.prefix_blocks_saved;
   j["evictions"] = s.evictions;
   j["steps_with_waiting"] = s.steps_with_waiting;
@@ -151,11 +171,13 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                  s.max_model_len);
   fmt::format_to(out,
                  "scheduler: {}, max_num_batched_tokens {}, max_num_seqs {}, chunked prefill {}, "
-                 "prefix caching {}, watermark {}, full-ISL gate {}, preemption {}\n\n",
+                 "prefix caching {}, watermark {}, full-ISL gate {}, preemption {}, {} "
+                 "scheduling\n\n",
                  sc.policy == SchedulingPolicy::FCFS ? "fcfs" : "priority",
                  sc.max_num_batched_tokens, sc.max_num_seqs, on_off(sc.enable_chunked_prefill),
                  on_off(sc.enable_prefix_caching), sc.watermark,
-                 on_off(sc.scheduler_reserve_full_isl), ctx.preemption_mode);
+                 on_off(sc.scheduler_reserve_full_isl), ctx.preemption_mode,
+                 s.async_scheduling ? "async (vLLM's default)" : "sync");
 
   fmt::format_to(out, "Concurrency: formula vs observed\n");
   fmt::format_to(out, "  lesson N_seq = floor(KV budget / (kappa * {})) {:>12}\n", s.max_model_len,
@@ -200,15 +222,32 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                    "of transfers at {:.1f} GB/s",
                    s.swap_outs, s.swap_out_blocks, static_cast<double>(s.swap_out_bytes) / kGiB,
                    s.swap_ins, s.swap_in_blocks, s.swap_fallbacks, s.peak_host_slots_used,
-                   s.host_swap_slots, static_cast<double>(s.swap_ns) * 1e-9,
+                   s.host_swap_slots, ns_to_seconds(s.swap_ns),
                    s.swap_bandwidth_bytes_per_s * 1e-9);
   }
   fmt::format_to(out, "\n");
+  if (s.async_scheduling) {
+    fmt::format_to(out,
+                   "  async scheduling: {} tokens scheduled one step ahead (at the position of a "
+                   "token still in flight), {} blocks allocated a step early for them; {} blocks "
+                   "of {} finished requests freed a step late (after the next schedule)\n",
+                   s.async_ahead_tokens, s.async_ahead_blocks, s.async_late_free_blocks,
+                   s.async_late_free_requests);
+  }
   fmt::format_to(out,
-                 "  prefix sharing: hit rate {:.2f}% ({} of {} queried tokens), {} blocks saved, "
-                 "{} evictions\n",
+                 "  prefix sharing: {:.2f}% of admitted tokens served from the cache ({} of {}), "
+                 "{} blocks saved, {} evictions\n",
+                 100.0 * s.admission_prefix_hit_rate, s.prefix_hit_tokens,
+                 s.admission_prefix_query_tokens, s.prefix_blocks_saved, s.evictions);
+  fmt::format_to(out,
+                 "    vLLM's prefix-cache counters: hit rate {:.2f}% ({} of {} queried tokens; "
+                 "preempted requests apart: {} of {})\n",
                  100.0 * s.prefix_cache_hit_rate, s.prefix_cache.hits, s.prefix_cache.queries,
-                 s.prefix_blocks_saved, s.evictions);
+                 s.prefix_cache.preempted_hits, s.prefix_cache.preempted_queries);
+  fmt::format_to(out,
+                 "    (they differ: vLLM counts every lookup, again on each step a request waits "
+                 "for KV, and keeps preempted requests apart; the share counts each admission "
+                 "once)\n");
   fmt::format_to(out, "  queueing: mean {:.3f} s, p50 {:.3f} s, p99 {:.3f} s\n",
                  s.latency.queueing.mean, s.latency.queueing.p50, s.latency.queueing.p99);
   const auto w = static_cast<double>(s.steps_with_waiting);
@@ -241,8 +280,8 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
   fmt::format_to(out,
                  "\nsimulated {:.3f} s ({:.3f} s busy) in {} steps; {} tokens scheduled ({} "
                  "prefill, {} decode)\n",
-                 static_cast<double>(s.sim_ns) * 1e-9, static_cast<double>(s.busy_ns) * 1e-9,
-                 s.steps, s.scheduled_tokens, s.prefill_tokens, s.decode_tokens);
+                 ns_to_seconds(s.sim_ns), ns_to_seconds(s.busy_ns), s.steps, s.scheduled_tokens,
+                 s.prefill_tokens, s.decode_tokens);
   if (s.backend_verified) {
     const double gbps = s.backend_device_seconds > 0
                             ? static_cast<double>(s.backend_bytes_read + s.backend_bytes_written) /

@@ -51,4 +51,20 @@ Request* RequestQueue::pop() {
   return r;
 }
 
+bool RequestQueue::remove(const Request* r) {
+  if (policy_ == SchedulingPolicy::FCFS) {
+    const auto it = std::find(fifo_.begin(), fifo_.end(), r);
+    if (it == fifo_.end()) return false;
+    fifo_.erase(it);
+    return true;
+  }
+  const auto it = std::find(heap_.begin(), heap_.end(), r);
+  if (it == heap_.end()) return false;
+  heap_.erase(it);
+  // The key is a total order (request ids are unique), so the pop order after re-heapifying is
+  // the one vLLM's heapify gives.
+  std::make_heap(heap_.begin(), heap_.end(), comes_after);
+  return true;
+}
+
 }  // namespace kvsim

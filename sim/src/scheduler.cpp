@@ -46,6 +46,12 @@ void validate(const SchedulerConfig& c) {
           fmt::format("must be >= 1 (got {})", c.num_gpu_blocks));
   require(c.num_host_swap_slots >= 0, "num_host_swap_slots",
           fmt::format("must be >= 0 (got {})", c.num_host_swap_slots));
+  // Swap is vLLM V0's; V0 never scheduled asynchronously and v1 (which does) has no swap, so
+  // there is no reference behaviour for a victim whose KV is still being written by the batch
+  // in flight.
+  require(!(c.async_scheduling && c.preemption_mode == PreemptionMode::SWAP), "preemption_mode",
+          "swap requires sync scheduling (--no-async-scheduling): vLLM V0's swap never ran "
+          "with async scheduling");
   // vLLM SchedulerConfig.verify: without chunked prefill a max_model_len prompt must fit the
   // budget.
   require(c.enable_chunked_prefill || c.max_num_batched_tokens >= c.max_model_len,
@@ -158,22 +164,27 @@ ScheduledRequest& Scheduler::add_scheduled(Request& r, int32_t n,
   s.request_id = r.request_id;
   s.num_tokens = n;
   s.num_computed_tokens = r.num_computed_tokens;
-  s.new_blocks_begin = static_cast<int32_t>(output_.new_block_ids.size());
+  s.new_blocks_begin = static_cast<int32_t>(output_->new_block_ids.size());
   s.new_blocks_count = static_cast<int32_t>(new_blocks.size());
-  s.is_decode = r.num_output_tokens > 0 && r.num_computed_tokens == r.num_tokens() - 1;
-  output_.new_block_ids.insert(output_.new_block_ids.end(), new_blocks.begin(), new_blocks.end());
+  // Generating the next token from the cache. With async placeholders the sequence is
+  // tokens + placeholders long; in sync mode placeholders are 0.
+  const int32_t length = r.num_tokens() + r.num_output_placeholders;
+  s.is_decode =
+      r.num_output_tokens + r.num_output_placeholders > 0 && r.num_computed_tokens == length - 1;
+  s.num_output_placeholders = r.num_output_placeholders;
+  output_->new_block_ids.insert(output_->new_block_ids.end(), new_blocks.begin(), new_blocks.end());
   scheduled_index_[static_cast<size_t>(r.request_id)] =
-      static_cast<int32_t>(output_.scheduled.size());
-  output_.scheduled.push_back(s);
-  return output_.scheduled.back();
+      static_cast<int32_t>(output_->scheduled.size());
+  output_->scheduled.push_back(s);
+  return output_->scheduled.back();
 }
 
 void Scheduler::unschedule(size_t idx, int64_t& token_budget) {
-  token_budget += output_.scheduled[idx].num_tokens;
-  scheduled_index_[static_cast<size_t>(output_.scheduled[idx].request_id)] = -1;
-  output_.scheduled.erase(output_.scheduled.begin() + static_cast<std::ptrdiff_t>(idx));
-  for (size_t k = idx; k < output_.scheduled.size(); ++k) {
-    scheduled_index_[static_cast<size_t>(output_.scheduled[k].request_id)] =
+  token_budget += output_->scheduled[idx].num_tokens;
+  scheduled_index_[static_cast<size_t>(output_->scheduled[idx].request_id)] = -1;
+  output_->scheduled.erase(output_->scheduled.begin() + static_cast<std::ptrdiff_t>(idx));
+  for (size_t k = idx; k < output_->scheduled.size(); ++k) {
+    scheduled_index_[static_cast<size_t>(output_->scheduled[k].request_id)] =
         static_cast<int32_t>(k);
   }
 }
@@ -185,7 +196,7 @@ bool Scheduler::try_swap_out(Request& victim) {
   if (config_.preemption_mode != PreemptionMode::SWAP || computed == 0) return false;
   const int64_t need = cdiv(computed, config_.block_size);
   if (need > num_free_host_slots()) {
-    output_.num_swap_fallbacks += 1;
+    output_->num_swap_fallbacks += 1;
     return false;
   }
   const std::span<const BlockId> table = kv_.get_block_ids(victim.request_id);
@@ -199,9 +210,9 @@ bool Scheduler::try_swap_out(Request& victim) {
     const int64_t slot = free_host_slots_.back();
     free_host_slots_.pop_back();
     slots.push_back(slot);
-    output_.swap_out.push_back({table[static_cast<size_t>(k)], slot});
+    output_->swap_out.push_back({table[static_cast<size_t>(k)], slot});
   }
-  output_.swapped_out_req_ids.push_back(victim.request_id);
+  output_->swapped_out_req_ids.push_back(victim.request_id);
   return true;
 }
 
@@ -220,8 +231,8 @@ void Scheduler::swap_in(Request& r, std::span<const BlockId> new_blocks) {
     throw std::logic_error(fmt::format("swap in: request {} got {} blocks for {} host slots",
                                        r.request_id, new_blocks.size(), slots.size()));
   }
-  for (size_t k = 0; k < slots.size(); ++k) output_.swap_in.push_back({new_blocks[k], slots[k]});
-  output_.swapped_in_req_ids.push_back(r.request_id);
+  for (size_t k = 0; k < slots.size(); ++k) output_->swap_in.push_back({new_blocks[k], slots[k]});
+  output_->swapped_in_req_ids.push_back(r.request_id);
   release_host_slots(r);
 }
 
@@ -244,11 +255,11 @@ void Scheduler::preempt(Request* victim) {
   victim->status = RequestStatus::PREEMPTED;
   if (!swapped) victim->num_computed_tokens = 0;
   victim->num_preemptions += 1;
-  output_.preempted_req_ids.push_back(victim->request_id);
+  output_->preempted_req_ids.push_back(victim->request_id);
   if (abort) {
     victim->status = RequestStatus::FINISHED_ABORTED;
     by_id_[static_cast<size_t>(victim->request_id)] = nullptr;
-    output_.aborted_req_ids.push_back(victim->request_id);
+    output_->aborted_req_ids.push_back(victim->request_id);
     return;
   }
   waiting_.prepend(victim);
@@ -260,7 +271,16 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
   size_t i = 0;
   while (i < running_.size() && token_budget > 0) {
     Request* req = running_[i];
-    int64_t n = static_cast<int64_t>(req->num_tokens()) - req->num_computed_tokens;
+    // Async: the tokens in flight already reach max_tokens, so another step would be wasted
+    // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens).
+    if (req->num_output_placeholders > 0 &&
+        int64_t{req->num_computed_tokens} + 2 - req->num_output_placeholders >=
+            int64_t{req->num_prompt_tokens} + req->max_tokens) {
+      ++i;
+      continue;
+    }
+    int64_t n = static_cast<int64_t>(req->num_tokens()) + req->num_output_placeholders -
+                req->num_computed_tokens;
     if (threshold > 0 && n > threshold) n = threshold;
     n = std::min(n, token_budget);
     n = std::min<int64_t>(
@@ -321,11 +341,11 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
   const int64_t threshold = config_.long_prefill_token_threshold;
   while (!waiting_.empty()) {
     if (token_budget <= 0) {
-      output_.admission_stop = AdmissionStop::TOKEN_BUDGET;
+      output_->admission_stop = AdmissionStop::TOKEN_BUDGET;
       return;
     }
     if (static_cast<int64_t>(running_.size()) >= config_.max_num_seqs) {
-      output_.admission_stop = AdmissionStop::MAX_NUM_SEQS;
+      output_->admission_stop = AdmissionStop::MAX_NUM_SEQS;
       return;
     }
     Request* req = waiting_.peek();
@@ -344,7 +364,7 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     int64_t n = static_cast<int64_t>(req->num_tokens()) - computed;
     if (threshold > 0 && n > threshold) n = threshold;
     if (!config_.enable_chunked_prefill && n > token_budget) {
-      output_.admission_stop = AdmissionStop::TOKEN_BUDGET;
+      output_->admission_stop = AdmissionStop::TOKEN_BUDGET;
       return;
     }
     n = std::min(n, token_budget);
@@ -357,11 +377,8 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     args.has_scheduled_reqs = !running_.empty();
     auto new_blocks = kv_.allocate_slots(*req, args);
     if (!new_blocks) {
-      output_.admission_stop = AdmissionStop::KV_CACHE;
+      output_->admission_stop = AdmissionStop::KV_CACHE;
       return;
-    }
-    if (config_.enable_prefix_caching && !swapped) {
-      kv_.record_prefix_cache_stats(*req, hits.num_computed_tokens);
     }
     waiting_.pop();
     running_.push_back(req);
@@ -376,59 +393,91 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     req->status = RequestStatus::RUNNING;
     token_budget -= n;
   }
-  output_.admission_stop = AdmissionStop::QUEUE_EMPTY;
+  output_->admission_stop = AdmissionStop::QUEUE_EMPTY;
 }
 
 const SchedulerOutput& Scheduler::schedule() {
-  if (output_pending_) {
-    throw std::logic_error("Scheduler::schedule called twice without update_from_output");
+  if (num_pending_outputs() >= max_concurrent_batches(config_)) {
+    throw std::logic_error(
+        config_.async_scheduling
+            ? "Scheduler::schedule called with 2 batches pending (async batch queue is full)"
+            : "Scheduler::schedule called twice without update_from_output");
   }
-  output_.clear();
-  output_.finished_req_ids.swap(finished_pending_);
-  output_.step_index = step_++;
+  output_ = &outputs_[static_cast<size_t>(step_ % 2)];
+  output_->clear();
+  output_->finished_req_ids.swap(finished_pending_);
+  output_->step_index = step_++;
   int64_t token_budget = config_.max_num_batched_tokens;
 
   const bool preempted = schedule_running(token_budget);
   if (preempted) {
-    output_.admission_stop = AdmissionStop::PREEMPTED;
+    output_->admission_stop = AdmissionStop::PREEMPTED;
   } else {
     schedule_waiting(token_budget);
   }
 
-  // vLLM _update_after_schedule: the scheduled tokens count as computed from now on.
-  for (const ScheduledRequest& s : output_.scheduled) {
+  // vLLM _update_after_schedule: the scheduled tokens count as computed from now on; a request
+  // that is no longer a prefill chunk samples a token, which async mode counts as a placeholder.
+  for (ScheduledRequest& s : output_->scheduled) {
+    scheduled_index_[static_cast<size_t>(s.request_id)] = -1;
     Request* r = by_id_[static_cast<size_t>(s.request_id)];
     r->num_computed_tokens += s.num_tokens;
-    output_.total_num_scheduled_tokens += s.num_tokens;
-    (s.is_decode ? output_.num_decode_tokens : output_.num_prefill_tokens) += s.num_tokens;
+    s.is_prefill_chunk = r->num_computed_tokens < r->num_tokens() + r->num_output_placeholders;
+    if (config_.async_scheduling && !s.is_prefill_chunk) r->num_output_placeholders += 1;
+    output_->total_num_scheduled_tokens += s.num_tokens;
+    (s.is_decode ? output_->num_decode_tokens : output_->num_prefill_tokens) += s.num_tokens;
   }
-  output_pending_ = true;
-  return output_;
+  return *output_;
 }
 
-void Scheduler::update_from_output() {
-  if (!output_pending_) throw std::logic_error("Scheduler::update_from_output without schedule");
-  output_pending_ = false;
-  bool any_finished = false;
-  for (ScheduledRequest& s : output_.scheduled) {
+const SchedulerOutput& Scheduler::update_from_output() {
+  if (num_pending_outputs() == 0) {
+    throw std::logic_error("Scheduler::update_from_output without a pending schedule");
+  }
+  SchedulerOutput& out = outputs_[static_cast<size_t>(first_pending_step_ % 2)];
+  ++first_pending_step_;
+  bool any_finished_running = false;
+  for (ScheduledRequest& s : out.scheduled) {
     const auto id = static_cast<size_t>(s.request_id);
-    scheduled_index_[id] = -1;
     Request* r = by_id_[id];
-    if (r->num_computed_tokens < r->num_tokens()) continue;  // partial prefill: no token
+    // Finished meanwhile (async: aborted while its batch was in flight), or a partial prefill.
+    if (r == nullptr || s.is_prefill_chunk) continue;
+    const RequestStatus before = r->status;
     r->append_output_tokens(1);
     s.sampled = true;
-    if (r->num_output_tokens >= r->max_tokens || r->num_tokens() >= config_.max_model_len) {
+    const bool stopped =
+        r->num_output_tokens >= r->max_tokens || r->num_tokens() >= config_.max_model_len;
+    if (config_.async_scheduling) {
+      r->num_output_placeholders -= 1;
+      if (r->num_output_placeholders < 0) {
+        throw std::logic_error(
+            fmt::format("update_from_output: request {} has no placeholder", r->request_id));
+      }
+      // AsyncScheduler: cache the blocks the arrived token completed (a preempted request
+      // holds no blocks).
+      if (before == RequestStatus::RUNNING) {
+        kv_.cache_blocks(*r, int64_t{r->num_computed_tokens} - r->num_output_placeholders);
+      }
+    }
+    if (stopped) {
       r->status = RequestStatus::FINISHED_LENGTH_CAPPED;
+      s.num_freed_blocks = static_cast<int32_t>(kv_.get_block_ids(r->request_id).size());
       kv_.free(*r);
       s.finished = true;
       finished_pending_.push_back(r->request_id);
       by_id_[id] = nullptr;
-      any_finished = true;
+      if (before == RequestStatus::RUNNING) {
+        any_finished_running = true;
+      } else {
+        // Async only: preempted while its last token was in flight (vLLM stopped_preempted_reqs).
+        waiting_.remove(r);
+      }
     }
   }
-  if (any_finished) {
+  if (any_finished_running) {
     std::erase_if(running_, [](const Request* r) { return is_finished(r->status); });
   }
+  return out;
 }
 
 Request* Scheduler::abort_waiting_head() {

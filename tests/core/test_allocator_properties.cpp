@@ -186,7 +186,6 @@ TEST(AllocatorProperties, KVCacheManagerInvariantsUnderRandomTraffic) {
       if (m.allocate_slots(*r, a)) {
         r->num_computed_tokens = hit.num_computed_tokens + a.num_new_tokens;
         r->status = RequestStatus::RUNNING;
-        m.record_prefix_cache_stats(*r, hit.num_computed_tokens);
         live.push_back(std::move(r));
       }
     } else if (kind < 7) {  // advance a running request by a chunk or one decode token

@@ -234,18 +234,29 @@ TEST(KVCacheManager, FreeHitsConsumeCapacityWhenTouched) {
   m.check_invariants();
 }
 
-TEST(KVCacheManager, PrefixStatsCountPreemptedSeparately) {
+// vLLM 0.26.0 wheel: every lookup is recorded (admitted or not), a preempted request only under
+// preempted_*, the others only under requests/queries/hits; caching off records nothing.
+TEST(KVCacheManager, PrefixStatsRecordEveryLookupExclusively) {
   KVCacheManager m({.num_gpu_blocks = 8, .block_size = 4, .max_model_len = 64});
-  Request r = make_request(0, iota_tokens(10), 4);
-  m.record_prefix_cache_stats(r, 4);
-  r.num_preemptions = 1;
-  m.record_prefix_cache_stats(r, 8);
+  Request a = make_request(0, iota_tokens(10), 4);
+  ASSERT_TRUE(admit(m, a, /*has_running=*/false));  // caches blocks [0..3], [4..7]
+  Request b = make_request(1, iota_tokens(10), 4);
+  EXPECT_EQ(m.get_computed_blocks(b).num_computed_tokens, 8);  // 2 full blocks hit
+  EXPECT_EQ(m.get_computed_blocks(b).num_computed_tokens, 8);  // a retry counts again
+  b.num_preemptions = 1;
+  EXPECT_EQ(m.get_computed_blocks(b).num_computed_tokens, 8);
   const PrefixCacheStats& s = m.prefix_cache_stats();
-  EXPECT_EQ(s.requests, 2);
-  EXPECT_EQ(s.queries, 20);
-  EXPECT_EQ(s.hits, 12);
+  EXPECT_EQ(s.requests, 3);  // a's lookup in admit() and b's two
+  EXPECT_EQ(s.queries, 30);
+  EXPECT_EQ(s.hits, 16);
   EXPECT_EQ(s.preempted_requests, 1);
+  EXPECT_EQ(s.preempted_queries, 10);
   EXPECT_EQ(s.preempted_hits, 8);
+
+  KVCacheManager off(
+      {.num_gpu_blocks = 8, .block_size = 4, .max_model_len = 64, .enable_caching = false});
+  off.get_computed_blocks(b);
+  EXPECT_EQ(off.prefix_cache_stats().requests + off.prefix_cache_stats().preempted_requests, 0);
 }
 
 TEST(KVCacheManager, RejectsBadConfigAndZeroTokens) {

@@ -308,9 +308,12 @@ TEST(SchedulerGolden, ResumedRequestReHitsOwnPrefix) {
   EXPECT_EQ(o7.scheduled[0].num_prefix_hit_tokens, 8);  // blocks 2,3 survived; 4 was evicted
   EXPECT_EQ(o7.scheduled[0].num_tokens, 13 - 8);
   EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 3, 4, 5}));
+  // The 0.26.0 wheel records every lookup: B's failed one in step 6 (blocks 2,3 hit: 8 tokens)
+  // and its admission in step 7 (8 again), both only under preempted_*.
   const PrefixCacheStats& st = h.s.kv_cache_manager().prefix_cache_stats();
-  EXPECT_EQ(st.preempted_requests, 1);
-  EXPECT_EQ(st.preempted_hits, 8);
+  EXPECT_EQ(st.preempted_requests, 2);
+  EXPECT_EQ(st.preempted_hits, 16);
+  EXPECT_EQ(st.preempted_queries, 26);
 }
 
 // Watermark: a waiting request pays int(watermark * N) blocks unless running is empty.

@@ -37,7 +37,11 @@ struct KVCacheManagerConfig {
   double watermark = 0.0;  // fraction of N kept free when admitting (vLLM --watermark)
 };
 
-// Prefix-cache counters (vLLM PrefixCacheStats): tokens queried and hit, per admitted request.
+// Prefix-cache counters exactly as the vLLM 0.26.0 wheel records them (PrefixCacheStats, spec
+// §5.5): one record (num_tokens, hit tokens) per get_computed_blocks() lookup - including lookups
+// whose admission then fails and is retried the next step - under preempted_* when the request
+// has been preempted before, else under requests/queries/hits (exclusive sets). vLLM's
+// `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` counters are `queries` / `hits`.
 struct PrefixCacheStats {
   int64_t requests = 0;
   int64_t queries = 0;
@@ -69,21 +73,26 @@ class KVCacheManager {
   int32_t block_size() const { return config_.block_size; }
   int32_t watermark_blocks() const { return watermark_blocks_; }
 
-  ComputedBlocks get_computed_blocks(const Request& request) const;
+  // With caching on, also records the lookup in prefix_cache_stats() (vLLM 0.26.0 wheel: every
+  // lookup counts, whether or not the admission that follows succeeds).
+  ComputedBlocks get_computed_blocks(const Request& request);
   // Same, into `out` (cleared first; its capacity is reused, so a caller that keeps one
   // ComputedBlocks across steps does not allocate per lookup).
-  void get_computed_blocks(const Request& request, ComputedBlocks& out) const;
+  void get_computed_blocks(const Request& request, ComputedBlocks& out);
 
   // Returns the newly allocated blocks (valid until the next call) or nullopt when the request
   // does not fit. Hashes (caches) full blocks up to min(total + n, num_tokens) on success.
   std::optional<std::span<const BlockId>> allocate_slots(Request& request,
                                                          const AllocateSlotsArgs& args);
 
+  // Registers the hashes of the request's full blocks among its first `num_tokens` tokens that
+  // are not cached yet (vLLM: KVCacheManager.cache_blocks; no-op with caching off or for a
+  // request holding no blocks). Async scheduling calls it when a sampled token arrives.
+  void cache_blocks(const Request& request, int64_t num_tokens);
+
   // Frees the request's blocks in reverse order and forgets it. No-op for unknown ids.
   void free(const Request& request);
 
-  // Records one admission's prefix-cache lookup (v26: called by the scheduler at admission).
-  void record_prefix_cache_stats(const Request& request, int32_t num_hit_tokens);
   const PrefixCacheStats& prefix_cache_stats() const { return prefix_cache_stats_; }
 
   std::span<const BlockId> get_block_ids(int64_t request_id) const;
@@ -113,6 +122,7 @@ class KVCacheManager {
   int32_t get_num_blocks_to_allocate(const RequestBlocks& st, int64_t num_tokens,
                                      std::span<const BlockId> hits) const;
   void cache_blocks(const Request& request, RequestBlocks& st, int64_t num_tokens);
+  void record_lookup(const Request& request, int32_t num_hit_tokens);
 
   KVCacheManagerConfig config_;
   BlockPool block_pool_;

@@ -5,8 +5,10 @@
 // request (generation is not shared), so their blocks hash with the request's salt.
 //
 // Invariants:
-//   * 0 <= num_computed_tokens <= num_tokens() (between steps; during a step the scheduler may
-//     have scheduled tokens beyond num_tokens() only for the sampled token of a finished prefill).
+//   * 0 <= num_computed_tokens <= num_tokens() + num_output_placeholders (between steps; during a
+//     step the scheduler may have scheduled tokens beyond num_tokens() only for the sampled token
+//     of a finished prefill; in async mode a decode is scheduled at the position of its
+//     still-unsampled token).
 //   * block_hashes.size() == num_tokens() / hash_block_size when hashing is enabled, else 0.
 #pragma once
 
@@ -49,6 +51,11 @@ struct Request {
   int64_t arrival_time_ns = 0;
   RequestStatus status = RequestStatus::WAITING;
   int32_t num_preemptions = 0;
+  // Async scheduling (vLLM: Request.num_output_placeholders): tokens scheduled for sampling whose
+  // batch is still in flight, so not yet appended. Counted by schedule() for every scheduled
+  // request that is not a prefill chunk, uncounted when update_from_output() appends the token.
+  // Always 0 in sync mode; between steps 0 <= placeholders <= 2 (max_concurrent_batches).
+  int32_t num_output_placeholders = 0;
   PromptContent content;
 
   // Chained hashes of the full blocks of hash_block_size tokens (vLLM: Request.block_hashes).

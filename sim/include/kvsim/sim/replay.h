@@ -1,6 +1,9 @@
 // The replay engine: a trace becomes Requests, the Scheduler runs them step by step on an integer
 // nanosecond clock, each step's KV work goes to a KvBackend, and metrics are collected.
 //
+// Scheduling mode: SchedulerConfig::async_scheduling selects vLLM's sync loop (EngineCore.step)
+// or its async batch queue (EngineCore.step_with_batch_queue, engine_core.h); the clock rules
+// for two batches in flight are below and in docs/scheduler.md §Clock.
 // Clock: int64 nanoseconds. Arrivals must be in [0, kMaxArrivalNs] (2^62, trace.h) and a step
 // is at most kMaxStepSeconds (step_time_model.h); every clock addition is overflow-checked and a
 // run that would pass 2^63 - 1 ns throws std::runtime_error ("simulated clock overflow at step N").
@@ -11,6 +14,10 @@
 //     schedules nothing costs no time (SWAP mode adds transfer time: see below);
 //   * when nothing runs or waits, t jumps to the next arrival (no step is logged);
 //   * a token sampled by a step exists at the step's end time (TTFT, finish).
+// Async mode, with two batches in flight: the GPU runs batches back to back, so batch k+1
+// starts at max(t, end of batch k) and lasts its step time; schedule(k+1) happens at t = the
+// end of batch k-1 (when update(k-1) returned), so it sees the arrivals up to then; processing
+// batch k sets t to batch k's end, where its tokens exist. A zero-token batch lasts 0 ns.
 // Rejections (never a hang): at arrival (Scheduler::check_new_request), at run time when a step
 // schedules nothing while nothing runs, nothing was preempted and requests wait (the head is
 // aborted: never_admittable), and - with the full-sequence gate off - a preempted request that
@@ -146,9 +153,22 @@ struct ReplaySummary {
   double padding_fraction_mean = 0;  // padding / (used_blocks * block_size), over steps with used
   double peak_kv_usage = 0;          // max over steps of used / (N - 1)
   double mean_kv_usage = 0;
-  PrefixCacheStats prefix_cache;     // vLLM counters (admissions only, v26)
-  double prefix_cache_hit_rate = 0;  // hits / queries (tokens)
-  int64_t prefix_hit_tokens = 0;
+  // Async scheduling's costs (all zero in sync mode).
+  bool async_scheduling = false;
+  int64_t async_ahead_tokens = 0;      // tokens scheduled at the position of a token in flight
+  int64_t async_ahead_blocks = 0;      // blocks allocated for such positions (one step early)
+  int64_t async_late_free_blocks = 0;  // blocks of finished requests freed after the next
+                                       // schedule() (held one step longer than in sync mode)
+  int64_t async_late_free_requests = 0;
+  // vLLM's counters as the 0.26.0 wheel records them: every prefix lookup, including lookups of
+  // a request whose admission then fails and is retried; preempted requests apart (exclusive).
+  PrefixCacheStats prefix_cache;
+  double prefix_cache_hit_rate = 0;  // hits / queries (tokens, non-preempted: vLLM's counters)
+  // The user-meaningful share: over admissions that looked the cache up (new and resumed, not
+  // swapped in), prompt (+ generated) tokens served from the cache / tokens the request had.
+  int64_t prefix_hit_tokens = 0;  // = admission hits
+  int64_t admission_prefix_query_tokens = 0;
+  double admission_prefix_hit_rate = 0;
   int64_t prefix_blocks_saved = 0;  // hit tokens / block_size
   int64_t evictions = 0;
   // Steps on which each limit stopped admission while requests were waiting.

@@ -26,7 +26,13 @@ BatchLimits vllm_default_batch_limits(const GpuSpec& gpu);
 // the card; with chunked prefill off an unset token budget becomes max(max_model_len, default)
 // (vLLM's rule, so a full-length prompt fits one step).
 struct ReplaySettings {
-  SchedulerConfig scheduler;  // policy knobs; block/pool/length/batch/swap-slot fields are set here
+  // Policy knobs; block/pool/length/batch/swap-slot fields and async_scheduling are set by
+  // make_replay_config.
+  SchedulerConfig scheduler;
+  // vLLM's --[no-]async-scheduling. Unset = vLLM's resolution of `async_scheduling=None`: on,
+  // unless an incompatible option is set (here: SWAP preemption, which then runs sync). An
+  // explicit true with SWAP is refused by make_replay_config.
+  std::optional<bool> async_scheduling;
   std::optional<int32_t> max_num_batched_tokens;
   std::optional<int32_t> max_num_seqs;
   double swap_space_gib = 4.0;        // SWAP mode: host swap space (vLLM V0's --swap-space)
@@ -47,7 +53,8 @@ void resolve_max_model_len(PlanInputs& in, const Trace& trace, bool model_is_def
 Plan plan_replay_pool(const PlanInputs& in);
 
 // The ReplayConfig for `plan` (from plan_replay_pool) and `settings`: pool, block size and
-// max_model_len from the plan; batch limits as ReplaySettings says; SWAP mode's host slots
+// max_model_len from the plan; batch limits as ReplaySettings says; the scheduling mode
+// (async unless settings say otherwise or SWAP preemption is chosen); SWAP mode's host slots
 // (floor(swap_space_gib GiB / bytes_per_block)) and transfer cost. validate()s the scheduler
 // config; throws std::invalid_argument naming the offending setting.
 ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,

@@ -6,6 +6,9 @@
 //   * PRIORITY (PriorityRequestQueue, a binary heap): ordered by (priority, arrival_time_ns,
 //     request_id), lower first; add() and prepend() are the same heap push, so a preempted
 //     request's position depends only on that key (vLLM: Request.__lt__).
+//     Ties on (priority, arrival): vLLM compares request ids as STRINGS ("10" < "9"); kvsim
+//     compares its dense integer ids (9 < 10). Real vLLM request ids are random strings, so
+//     neither order is "right"; zero-padded ids of equal width make the two agree.
 // The queue stores non-owning pointers; every pointed-to Request must outlive its membership.
 // Invariant: a request is in the queue at most once (the scheduler guarantees it).
 #pragma once
@@ -34,6 +37,9 @@ class RequestQueue {
   // The next request to admit. Precondition: !empty().
   Request* peek() const;
   Request* pop();
+  // Removes `r` wherever it is (vLLM: remove_requests; async scheduling uses it for a preempted
+  // request that finishes when its in-flight token arrives). Returns false if it is not queued.
+  bool remove(const Request* r);
 
   // The key the PRIORITY heap orders by: true when a is served before b.
   static bool served_before(const Request& a, const Request& b);

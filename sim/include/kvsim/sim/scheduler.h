@@ -1,23 +1,40 @@
-// Scheduler: vLLM 0.26's v1 `Scheduler` with synchronous scheduling (vllm/v1/core/sched/
-// scheduler.py; spec docs §5.3-5.4), driving one KVCacheManager.
+// Scheduler: vLLM 0.26's v1 `Scheduler` (sync) and `AsyncScheduler` (async, vLLM's default)
+// (vllm/v1/core/sched/scheduler.py, async_scheduler.py; spec docs §5.3-5.6), driving one
+// KVCacheManager.
 //
-// One engine step is `schedule()` then `update_from_output()`:
+// One engine step is `schedule()` then, for that batch, `update_from_output()`:
 //   * schedule(): the RUNNING loop (admission order, allocate-or-preempt), then - only if that
 //     loop preempted nothing - the WAITING loop (prefix lookup, admission, head-of-line blocking),
 //     then num_computed_tokens += n for every scheduled request (vLLM: _update_after_schedule).
-//   * update_from_output(): every scheduled request whose computed tokens reached its tokens
-//     samples exactly one token (EOS ignored); it stops at max_tokens or max_model_len and its
-//     blocks are freed at once (sync scheduling).
-// Not cloned: async scheduling, speculative decoding, KV connectors, encoder budgets, LoRA,
-// structured output, pipeline parallelism, hybrid KV groups (see docs/scheduler.md).
+//   * update_from_output(): every scheduled request that is not a prefill chunk samples exactly
+//     one token (EOS ignored); it stops at max_tokens or max_model_len and its blocks are freed
+//     at once.
+// Sync (SchedulerConfig::async_scheduling = false): schedule() and update_from_output() strictly
+// alternate (vLLM EngineCore.step).
+// Async (true; vLLM AsyncScheduler under EngineCore.step_with_batch_queue, max_concurrent_batches
+// = 2): schedule() may run while one earlier batch is pending, and update_from_output() applies
+// the OLDEST pending batch. A scheduled request that is not a prefill chunk gets one output
+// placeholder (Request::num_output_placeholders), so the next schedule() already schedules its
+// next decode at the position of the token still in flight (its slot is allocated one position
+// earlier than in sync mode); a request whose in-flight tokens already reach max_tokens is
+// skipped. When the token arrives, the placeholder is removed and the request's newly full
+// blocks are cached (cache_blocks(num_computed - placeholders)). A request finishing in batch k
+// is freed by update(k), i.e. after schedule(k+1). A request preempted while its token is in
+// flight still receives that token (and may finish while waiting). EngineCore (engine_core.h)
+// reproduces the batch-queue call order.
+// Not cloned: speculative decoding, KV connectors, encoder budgets, LoRA, structured output,
+// pipeline parallelism, hybrid KV groups (see docs/scheduler.md).
 //
 // Ownership: the scheduler stores non-owning Request pointers; the caller keeps every Request
 // alive (and at a stable address) until it is finished. Request ids must be dense and unique.
 // Invariants between steps: running and waiting are disjoint; every running request has
-// status RUNNING, every waiting one WAITING or PREEMPTED; len(running) <= max_num_seqs.
+// status RUNNING, every waiting one WAITING or PREEMPTED; len(running) <= max_num_seqs; at most
+// 1 (sync) or 2 (async) outputs are pending; a waiting request has no placeholders when
+// schedule() starts (its in-flight token was applied by the update between).
 //
 // Swap preemption (PreemptionMode::SWAP, kvsim's extension beyond vLLM 0.26, modelled on vLLM
-// V0's swap): a victim whose computed KV fits in the free host slots keeps num_computed_tokens
+// V0's swap; sync scheduling only: V0 never had async scheduling and vLLM v1 has no swap): a
+// victim whose computed KV fits in the free host slots keeps num_computed_tokens
 // C; its first cdiv(C, bs) blocks are listed in SchedulerOutput::swap_out (device block -> host
 // slot, executed before the step's writes), then freed as in recompute mode. On re-admission it
 // skips the prefix lookup, allocate_slots() gives it a whole new table, and swap_in lists host
@@ -27,6 +44,7 @@
 // free == num_host_swap_slots.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -60,9 +78,18 @@ struct SchedulerConfig {
   int32_t num_gpu_blocks = 0;  // N, null block included
   PreemptionMode preemption_mode = PreemptionMode::RECOMPUTE;
   int64_t num_host_swap_slots = 0;  // SWAP: host blocks (one device block each); >= 0
+  // vLLM's AsyncScheduler + batch queue of 2 (see above). The struct default is the plain
+  // Scheduler; make_replay_config() and the CLI default to true, as `vllm serve` does.
+  bool async_scheduling = false;
 };
 
-// Throws std::invalid_argument naming the first bad field.
+// Batches that may be scheduled and not yet processed: vLLM's max_concurrent_batches
+// (2 with async scheduling and no pipeline parallelism, else 1).
+inline int32_t max_concurrent_batches(const SchedulerConfig& c) {
+  return c.async_scheduling ? 2 : 1;
+}
+
+// Throws std::invalid_argument naming the first bad field (and for SWAP with async scheduling).
 void validate(const SchedulerConfig& config);
 
 // Why a request was rejected (FINISHED_ABORTED) instead of served. Counted by the replay.
@@ -97,11 +124,19 @@ struct ScheduledRequest {
   bool is_new = false;         // admitted from WAITING this step
   bool is_resumed = false;     // admitted from PREEMPTED this step
   bool is_swapped_in = false;  // resumed with its KV swapped back in from host (SWAP mode)
-  bool sampled = false;        // set by update_from_output: received a token
-  bool finished = false;       // set by update_from_output: stopped and freed
+  // Set by schedule() (vLLM: request.is_prefill_chunk): computed tokens after this step stay
+  // below tokens + placeholders, so the step samples nothing for it.
+  bool is_prefill_chunk = false;
+  // Async: placeholders it had when scheduled (> 0: scheduled one token ahead, at the position
+  // of a token still in flight). Always 0 in sync mode.
+  int32_t num_output_placeholders = 0;
+  int32_t num_freed_blocks = 0;  // set by update_from_output: blocks freed when it finished
+  bool sampled = false;          // set by update_from_output: received a token
+  bool finished = false;         // set by update_from_output: stopped and freed
 };
 
-// What one schedule() decided. Reused across steps (vectors keep their capacity).
+// What one schedule() decided. The scheduler keeps a ring of max_concurrent_batches() of them,
+// reused across steps (vectors keep their capacity).
 struct SchedulerOutput {
   int64_t step_index = 0;
   std::vector<ScheduledRequest> scheduled;  // RUNNING-loop requests first, then admissions
@@ -141,12 +176,21 @@ class Scheduler {
   // Throws std::invalid_argument for an id already used or a request not WAITING.
   void add_request(Request* r);
 
-  // Decides one step. The returned reference stays valid until the next schedule().
+  // Decides one step. The returned reference stays valid until max_concurrent_batches() more
+  // schedule() calls. Throws std::logic_error when max_concurrent_batches() outputs are already
+  // pending (sync: schedule twice without update_from_output).
   const SchedulerOutput& schedule();
 
-  // Applies the step's sampled tokens (one per request whose prefill/decode completed),
-  // finishes and frees stopped requests. Call exactly once after each schedule().
-  void update_from_output();
+  // Applies the OLDEST pending output's sampled tokens (one per scheduled request that is not a
+  // prefill chunk and not finished meanwhile), finishes and frees stopped requests, and returns
+  // that output with `sampled`/`finished` set. Throws std::logic_error when nothing is pending.
+  const SchedulerOutput& update_from_output();
+
+  // vLLM has_requests(): requests waiting or running, or finished ones not yet reported in a
+  // SchedulerOutput::finished_req_ids.
+  bool has_requests() const { return has_unfinished_requests() || !finished_pending_.empty(); }
+  // Outputs scheduled and not yet passed to update_from_output().
+  int64_t num_pending_outputs() const { return step_ - first_pending_step_; }
 
   // Aborts the head of the waiting queue (vLLM: finish_requests with FINISHED_ABORTED).
   // Returns it. Precondition: waiting is not empty.
@@ -188,10 +232,11 @@ class Scheduler {
   std::vector<int64_t> finished_pending_;  // freed by update_from_output, reported next step
   std::vector<int64_t> free_host_slots_;   // stack: back() is handed out next
   std::vector<std::vector<int64_t>> host_slots_of_;  // request id -> host slots held
-  SchedulerOutput output_;
+  std::array<SchedulerOutput, 2> outputs_;           // ring indexed by step_index % 2
+  SchedulerOutput* output_ = &outputs_[0];           // the one schedule() is filling
   ComputedBlocks computed_blocks_scratch_;  // schedule_waiting's prefix lookup (capacity reused)
-  int64_t step_ = 0;
-  bool output_pending_ = false;
+  int64_t step_ = 0;                        // next step index
+  int64_t first_pending_step_ = 0;          // oldest output not yet updated
 };
 
 }  // namespace kvsim
