@@ -1,82 +1,71 @@
-// CUDA launches of the kv_ops.h logic. The per-element work is the shared KVSIM_HD code; only the
-// thread mapping lives here.
-#include <cub/block/block_reduce.cuh>
-
+// CUDA launches of the kv_kernel_bodies.h CTA bodies. Each kernel declares __launch_bounds__
+// with the same constexpr its launch uses (kernel_bodies.h), so ptxas compiles it for the CTA
+// size it really gets (tests/cuda/ptxas_resource_check checks the result for every architecture).
 #include <algorithm>
 #include <climits>
 
 #include "cuda_check.h"
+#include "device_cta.cuh"
 #include "kvsim/cuda/device_kernels.h"
-#include "kvsim/cuda/kv_ops.h"
+#include "kvsim/cuda/kv_kernel_bodies.h"
 
 namespace kvsim::device {
 
 namespace {
 
-constexpr int kThreads = 256;
+using cta::CtaIndex;
+using cta::DeviceCta;
 
-int grid_for(int64_t items, int threads) {
-  return static_cast<int>(std::clamp<int64_t>((items + threads - 1) / threads, 1, 65535 * 16));
+__global__ void __launch_bounds__(cta::kWriteKvThreads) write_kv_kernel(ops::WriteKvOp op) {
+  DeviceCta<cta::kWriteKvThreads> c;
+  cta::write_kv_cta(c, c.index(), op);
 }
 
-// One CTA per (token, staging layer), like reshape_and_cache_flash: the token's K and V rows as
-// 16-byte vectors.
-__global__ void write_kv_kernel(ops::WriteKvOp op) {
-  const int64_t t = blockIdx.x;
-  if (op.slot_mapping[t] < 0) return;
-  const int32_t li = static_cast<int32_t>(blockIdx.y);
-  const int32_t vpt = op.vecs_per_token();
-  for (int32_t j = static_cast<int32_t>(threadIdx.x); j < vpt; j += blockDim.x) op.apply(li, t, j);
+__global__ void __launch_bounds__(cta::kGenKvThreads) gen_kv_kernel(ops::GenKvOp op, int64_t n) {
+  DeviceCta<cta::kGenKvThreads> c;
+  cta::gen_kv_cta(c, c.index(), op, n);
 }
 
-template <class Op>
-__global__ void grid_stride_kernel(Op op, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    op(i);
+__global__ void __launch_bounds__(cta::kCopyBlocksThreads, cta::kCopyBlocksMinCtasPerSm)
+    copy_blocks_kernel(ops::CopyBlocksOp op) {
+  DeviceCta<cta::kCopyBlocksThreads> c;
+  cta::copy_blocks_cta(c, c.index(), op);
+}
+
+__global__ void __launch_bounds__(cta::kGatherKvThreads)
+    gather_kv_kernel(ops::GatherKvOp op, unsigned long long* checksums) {
+  __shared__ cta::GatherKvShared sh;
+  DeviceCta<cta::kGatherKvThreads> c;
+  cta::gather_kv_cta(c, c.index(), op, checksums, sh);
+}
+
+__global__ void __launch_bounds__(cta::kVerifyThreads)
+    verify_kernel(ops::VerifyVecOp op, int64_t n, long long* result) {
+  DeviceCta<cta::kVerifyThreads> c;
+  cta::verify_cta(c, c.index(), op, n, result);
+}
+
+dim3 to_dim3(const cta::Dim3& d) {
+  return {d.x, d.y, d.z};
+}
+
+// CTAs of copy_blocks_kernel the current device holds at once (SMs x resident CTAs per SM),
+// remembered per thread for the last device asked about.
+int64_t copy_blocks_resident_ctas() {
+  thread_local int cached_device = -1;
+  thread_local int64_t cached_ctas = 0;
+  int device = 0;
+  KVSIM_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached_device) {
+    int sms = 0;
+    int per_sm = 0;
+    KVSIM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    KVSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, copy_blocks_kernel,
+                                                                   cta::kCopyBlocksThreads, 0));
+    cached_ctas = int64_t{sms} * per_sm;
+    cached_device = device;
   }
-}
-
-// grid (pair, page, chunk): chunk z copies every gridDim.z-th group of blockDim.x vectors.
-__global__ void copy_blocks_kernel(ops::CopyBlocksOp op) {
-  const int64_t vpp = op.vecs_per_page();
-  for (int64_t v = blockIdx.z * int64_t{blockDim.x} + threadIdx.x; v < vpp;
-       v += int64_t{gridDim.z} * blockDim.x) {
-    op.apply(blockIdx.x, static_cast<int32_t>(blockIdx.y), v);
-  }
-}
-
-// grid (table entry, page): the page's valid prefix, block-reduced, added to its sequence.
-__global__ void gather_kv_kernel(ops::GatherKvOp op, unsigned long long* checksums) {
-  using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ int32_t seq;
-  __shared__ int64_t nv;
-  const int64_t e = blockIdx.x;
-  if (threadIdx.x == 0) {
-    seq = op.entry_seq(e);
-    nv = op.entry_vecs_per_page(op.entry_tokens(e, seq));
-  }
-  __syncthreads();
-  if (nv == 0) return;
-  const BlockId block = op.block_tables[e];
-  const int32_t page = static_cast<int32_t>(blockIdx.y);
-  unsigned long long sum = 0;
-  for (int64_t v = threadIdx.x; v < nv; v += kThreads) sum += op.vec_sum(block, page, v);
-  const unsigned long long total = Reduce(tmp).Sum(sum);
-  if (threadIdx.x == 0) atomicAdd(&checksums[seq], total);
-}
-
-__global__ void verify_kernel(ops::VerifyVecOp op, int64_t n, long long* result) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t bad = op(i);
-    if (bad > 0) {
-      atomicAdd(reinterpret_cast<unsigned long long*>(&result[0]),
-                static_cast<unsigned long long>(bad));
-      atomicMin(&result[1], static_cast<long long>(i));
-    }
-  }
+  return cached_ctas;
 }
 
 }  // namespace
@@ -87,9 +76,8 @@ void write_kv(const KvCacheLayout& layout, unsigned char* pool, int32_t layer_be
   if (num_tokens == 0 || num_layers == 0) return;
   const ops::WriteKvOp op{layout,       pool,       key,         value,
                           slot_mapping, num_tokens, layer_begin, num_layers};
-  const int threads = std::min(512, (op.vecs_per_token() + 31) / 32 * 32);
-  write_kv_kernel<<<dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_layers)),
-                    threads, 0, stream>>>(op);
+  const cta::LaunchShape shape = cta::write_kv_shape(op);
+  write_kv_kernel<<<to_dim3(shape.grid), shape.threads, 0, stream>>>(op);
   KVSIM_CUDA_CHECK_LAUNCH();
 }
 
@@ -100,7 +88,8 @@ void gen_kv(const KvCacheLayout& layout, int32_t layer_begin, int32_t num_layers
                         token_position, num_tokens, layer_begin, num_layers};
   const int64_t n = op.num_items();
   if (n == 0) return;
-  grid_stride_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(op, n);
+  const cta::LaunchShape shape = cta::grid_stride_shape(n, cta::kGenKvThreads);
+  gen_kv_kernel<<<to_dim3(shape.grid), shape.threads, 0, stream>>>(op, n);
   KVSIM_CUDA_CHECK_LAUNCH();
 }
 
@@ -108,12 +97,8 @@ void copy_blocks(const KvCacheLayout& layout, unsigned char* pool, const BlockCo
                  int64_t num_pairs, CUstream_st* stream) {
   if (num_pairs == 0) return;
   const ops::CopyBlocksOp op{layout, pool, pairs, num_pairs};
-  // Enough CTAs per page that a single pair still spreads over the SMs (4 vectors per thread).
-  const auto chunks =
-      static_cast<unsigned>(std::clamp<int64_t>(op.vecs_per_page() / (kThreads * 4), 1, 64));
-  copy_blocks_kernel<<<dim3(static_cast<unsigned>(num_pairs),
-                            static_cast<unsigned>(op.pages_per_pair()), chunks),
-                       kThreads, 0, stream>>>(op);
+  const cta::LaunchShape shape = cta::copy_blocks_shape(op, copy_blocks_resident_ctas());
+  copy_blocks_kernel<<<to_dim3(shape.grid), shape.threads, 0, stream>>>(op);
   KVSIM_CUDA_CHECK_LAUNCH();
 }
 
@@ -124,9 +109,9 @@ void gather_kv(const KvCacheLayout& layout, const unsigned char* pool, const int
   KVSIM_CUDA_CHECK(cudaMemsetAsync(checksums, 0, sizeof(uint64_t) * num_seqs, stream));
   if (num_entries == 0) return;
   const ops::GatherKvOp op{layout, pool, seq_lens, table_offsets, block_tables, num_seqs};
-  gather_kv_kernel<<<dim3(static_cast<unsigned>(num_entries),
-                          static_cast<unsigned>(layout.num_layers * layout.num_parts())),
-                     kThreads, 0, stream>>>(op, reinterpret_cast<unsigned long long*>(checksums));
+  const cta::LaunchShape shape = cta::gather_kv_shape(op, num_entries);
+  gather_kv_kernel<<<to_dim3(shape.grid), shape.threads, 0, stream>>>(
+      op, reinterpret_cast<unsigned long long*>(checksums));
   KVSIM_CUDA_CHECK_LAUNCH();
 }
 
@@ -137,7 +122,8 @@ void verify_slots(const KvCacheLayout& layout, const unsigned char* pool,
   KVSIM_CUDA_CHECK(cudaMemcpyAsync(d_result, init, sizeof init, cudaMemcpyHostToDevice, stream));
   const ops::VerifyVecOp op{layout, pool, slot_request, slot_position};
   const int64_t n = op.num_items();
-  verify_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+  const cta::LaunchShape shape = cta::grid_stride_shape(n, cta::kVerifyThreads);
+  verify_kernel<<<to_dim3(shape.grid), shape.threads, 0, stream>>>(
       op, n, reinterpret_cast<long long*>(d_result));
   KVSIM_CUDA_CHECK_LAUNCH();
   // `init` lives on this stack frame: the copy must finish before returning.

@@ -1,81 +1,25 @@
 // GpuBlockAllocator: a device free stack; one single-CTA launch per batched allocate or free.
-#include <cub/block/block_scan.cuh>
-
 #include <vector>
 
 #include "cuda_check.h"
+#include "device_cta.cuh"
 #include "kvsim/cuda/block_allocator.h"
+#include "kvsim/cuda/block_allocator_bodies.h"
 
 namespace kvsim {
 
 namespace {
 
-constexpr int kThreads = 1024;
-
-// Scan the demands tile by tile (carrying the running total), then, if the stack holds enough
-// blocks, every thread takes its share of the flat output: output k = k-th block below the top.
-__global__ void allocate_kernel(BlockId* stack, int64_t* count, const int32_t* demands, int32_t n,
-                                int32_t* offsets, BlockId* out, int32_t* status) {
-  using Scan = cub::BlockScan<int64_t, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ int64_t carry;
-  __shared__ int bad;
-  if (threadIdx.x == 0) {
-    carry = 0;
-    bad = 0;
-  }
-  __syncthreads();
-  for (int32_t base = 0; base < n; base += kThreads) {
-    const int32_t i = base + static_cast<int32_t>(threadIdx.x);
-    const int64_t d = i < n ? demands[i] : 0;
-    if (d < 0) bad = 1;
-    int64_t excl = 0;
-    int64_t tile_total = 0;
-    Scan(tmp).ExclusiveSum(d, excl, tile_total);
-    if (i < n) offsets[i] = static_cast<int32_t>(carry + excl);
-    __syncthreads();
-    if (threadIdx.x == 0) carry += tile_total;
-    __syncthreads();
-  }
-  const int64_t total = carry;
-  const int64_t c = *count;
-  if (bad || total > c) {
-    if (threadIdx.x == 0) {
-      *status = static_cast<int32_t>(bad ? AllocStatus::kBadInput : AllocStatus::kOutOfBlocks);
-    }
-    return;
-  }
-  const ops::StackTakeOp take{stack, c, out};
-  for (int64_t k = threadIdx.x; k < total; k += kThreads) take(k);
-  __syncthreads();  // every thread read `*count` before it changes
-  if (threadIdx.x == 0) {
-    offsets[n] = static_cast<int32_t>(total);
-    *count = c - total;
-    *status = static_cast<int32_t>(AllocStatus::kOk);
-  }
+__global__ void __launch_bounds__(cta::kAllocateThreads) allocate_kernel(cta::AllocateArgs args) {
+  __shared__ cta::AllocateShared sh;
+  cta::DeviceCta<cta::kAllocateThreads> c;
+  cta::allocate_cta(c, args, sh);
 }
 
-__global__ void free_kernel(BlockId* stack, int64_t* count, int32_t num_blocks,
-                            const BlockId* freed, int64_t n, int32_t* status) {
-  __shared__ int bad;
-  if (threadIdx.x == 0) bad = 0;
-  __syncthreads();
-  const int64_t c = *count;
-  for (int64_t k = threadIdx.x; k < n; k += kThreads) {
-    if (freed[k] < 1 || freed[k] >= num_blocks) bad = 1;
-  }
-  __syncthreads();
-  if (bad || c + n > num_blocks - 1) {
-    if (threadIdx.x == 0) *status = static_cast<int32_t>(AllocStatus::kBadInput);
-    return;
-  }
-  const ops::StackPushOp push{stack, c, freed, n};
-  for (int64_t k = threadIdx.x; k < n; k += kThreads) push(k);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    *count = c + n;
-    *status = static_cast<int32_t>(AllocStatus::kOk);
-  }
+__global__ void __launch_bounds__(cta::kFreeThreads) free_kernel(cta::FreeArgs args) {
+  __shared__ cta::FreeShared sh;
+  cta::DeviceCta<cta::kFreeThreads> c;
+  cta::free_cta(c, args, sh);
 }
 
 template <class T>
@@ -128,14 +72,15 @@ GpuBlockAllocator::~GpuBlockAllocator() {
 void GpuBlockAllocator::allocate_async(const int32_t* d_demands, int32_t n, int32_t* d_offsets,
                                        BlockId* d_block_ids, int32_t* d_status,
                                        CUstream_st* stream) const {
-  allocate_kernel<<<1, kThreads, 0, stream>>>(d_stack_, d_count_, d_demands, n, d_offsets,
-                                              d_block_ids, d_status);
+  const cta::AllocateArgs args{d_stack_, d_count_, d_demands, n, d_offsets, d_block_ids, d_status};
+  allocate_kernel<<<1, cta::kAllocateThreads, 0, stream>>>(args);
   KVSIM_CUDA_CHECK_LAUNCH();
 }
 
 void GpuBlockAllocator::free_async(const BlockId* d_blocks, int64_t n, int32_t* d_status,
                                    CUstream_st* stream) const {
-  free_kernel<<<1, kThreads, 0, stream>>>(d_stack_, d_count_, num_blocks_, d_blocks, n, d_status);
+  const cta::FreeArgs args{d_stack_, d_count_, num_blocks_, d_blocks, n, d_status};
+  free_kernel<<<1, cta::kFreeThreads, 0, stream>>>(args);
   KVSIM_CUDA_CHECK_LAUNCH();
 }
 

@@ -28,10 +28,13 @@ inline int64_t ref_offset(const KvCacheLayout& l, int64_t layer, int64_t block, 
   return elem * l.elem_bytes();
 }
 
-inline uint32_t read_bits(const std::vector<unsigned char>& buf, int64_t off, int eb) {
+inline uint32_t read_bits(const unsigned char* buf, int64_t off, int eb) {
   uint32_t v = 0;
-  std::memcpy(&v, buf.data() + off, static_cast<size_t>(eb));
+  std::memcpy(&v, buf + off, static_cast<size_t>(eb));
   return v;
+}
+inline uint32_t read_bits(const std::vector<unsigned char>& buf, int64_t off, int eb) {
+  return read_bits(buf.data(), off, eb);
 }
 inline void write_bits(std::vector<unsigned char>& buf, int64_t off, int eb, uint32_t v) {
   std::memcpy(buf.data() + off, &v, static_cast<size_t>(eb));
@@ -60,7 +63,7 @@ inline void ref_write(const KvCacheLayout& l, std::vector<unsigned char>& pool,
 }
 
 // Scalar checksum of one sequence: the 32-bit words of its first seq_len tokens, every layer.
-inline uint64_t ref_checksum(const KvCacheLayout& l, const std::vector<unsigned char>& pool,
+inline uint64_t ref_checksum(const KvCacheLayout& l, const unsigned char* pool,
                              const std::vector<BlockId>& table, int32_t seq_len) {
   uint64_t sum = 0;
   const int eb = l.elem_bytes();
@@ -74,6 +77,10 @@ inline uint64_t ref_checksum(const KvCacheLayout& l, const std::vector<unsigned 
             sum += read_bits(pool, ref_offset(l, layer, block, off, h, d, kv), 4);
   }
   return sum;
+}
+inline uint64_t ref_checksum(const KvCacheLayout& l, const std::vector<unsigned char>& pool,
+                             const std::vector<BlockId>& table, int32_t seq_len) {
+  return ref_checksum(l, pool.data(), table, seq_len);
 }
 
 // Generates a StepBatch stream like a small scheduler would: requests arrive with a prompt,

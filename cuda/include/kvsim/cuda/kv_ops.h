@@ -46,6 +46,28 @@ KVSIM_HD inline void store16(unsigned char* p, const Vec16& v) {
 #endif
 }
 
+// Read-only loads: the non-coherent texture path (ld.global.nc, `__ldg`) on the GPU, for data no
+// thread of the kernel writes (staging, slot mappings, copy pairs, a pool being gathered).
+// `__restrict__` alone does not get there: the kernels store through `unsigned char*`, which may
+// alias anything, so without __ldg the compiler reloads such values after every store.
+KVSIM_HD inline Vec16 load16_ro(const unsigned char* p) {
+#if defined(__CUDA_ARCH__)
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  return Vec16{{u.x, u.y, u.z, u.w}};
+#else
+  return load16(p);
+#endif
+}
+
+template <class T>
+KVSIM_HD inline T load_ro(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 // The checksum unit: the 32-bit words of a vector, added modulo 2^64 (order-free, so the parallel
 // reduction on the GPU and the serial one on the CPU agree bit for bit).
 KVSIM_HD inline uint64_t word_sum(const Vec16& v) {
@@ -68,19 +90,32 @@ struct WriteKvOp {
     return 2 * layout.num_kv_heads * layout.vecs_per_head_row();
   }
   KVSIM_HD int64_t num_items() const { return num_layers * num_tokens * vecs_per_token(); }
-  // Vector j of token t: head-major, then K|V, then vector, so consecutive j write consecutive
-  // bytes of the packed (v0.26) layout.
-  KVSIM_HD void apply(int32_t li, int64_t t, int32_t j) const {
-    const int64_t slot = slot_mapping[t];
-    if (slot < 0) return;
+  // Bytes of one staging layer ([num_tokens][H][D] elements of key, or of value).
+  KVSIM_HD int64_t staging_layer_bytes() const {
+    return num_tokens * layout.num_kv_heads * layout.head_row_bytes();
+  }
+  // Where vector j of token t goes, split so that a kernel can compute it once and step layers
+  // by a constant stride. Vector j: head-major, then K|V, then vector, so consecutive j write
+  // consecutive bytes of the packed (v0.26) layout.
+  struct VecPlace {
+    int64_t src;  // offset in key (kv == 0) or value staging of staging layer 0
+    int64_t dst;  // offset in the pool for pool layer 0
+    int32_t kv;
+  };
+  KVSIM_HD VecPlace place(int64_t slot, int64_t t, int32_t j) const {
     const int32_t vph = layout.vecs_per_head_row();
     const int32_t head = j / (2 * vph);
     const int32_t kv = (j / vph) % 2;
     const int32_t v = j % vph;
-    const int64_t src_off =
-        ((li * num_tokens + t) * layout.num_kv_heads + head) * layout.head_row_bytes() + v * 16;
-    const unsigned char* src = (kv == 0 ? key : value) + src_off;
-    unsigned char* dst = pool + layout.head_row_offset(layer_begin + li, slot, head, kv) + v * 16;
+    return {(t * layout.num_kv_heads + head) * layout.head_row_bytes() + v * 16,
+            layout.head_row_offset(0, slot, head, kv) + v * 16, kv};
+  }
+  KVSIM_HD void apply(int32_t li, int64_t t, int32_t j) const {
+    const int64_t slot = slot_mapping[t];
+    if (slot < 0) return;
+    const VecPlace at = place(slot, t, j);
+    const unsigned char* src = (at.kv == 0 ? key : value) + at.src + li * staging_layer_bytes();
+    unsigned char* dst = pool + at.dst + (layer_begin + li) * layout.layer_bytes();
     store16(dst, load16(src));
   }
   KVSIM_HD void operator()(int64_t i) const {
