@@ -106,6 +106,8 @@ def check_file(nvcc, archs, flags, source, workdir):
     bounds = {}  # (kernel, arch) -> (threads, min ctas)
     for arch in archs:
         ptx = [f for f in os.listdir(keep) if f.endswith(f".compute_{arch}.ptx")]
+        if not ptx and len(archs) == 1:  # one target: nvcc names it <file>.ptx
+            ptx = [f for f in os.listdir(keep) if f.endswith(".ptx")]
         if len(ptx) != 1:
             raise RuntimeError(f"{source}: expected one kept compute_{arch} PTX in {keep}, "
                                f"found {ptx}")
@@ -174,7 +176,7 @@ def demangle_short(name):
 def max_threads(regs):
     """The largest CTA (whole warps) whose registers fit one SM."""
     per_warp = math.ceil(regs * 32 / REGISTER_UNIT) * REGISTER_UNIT
-    return REGISTERS_PER_SM // per_warp * 32
+    return min(1024, REGISTERS_PER_SM // per_warp * 32)
 
 
 def main():
