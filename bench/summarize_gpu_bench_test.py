@@ -265,10 +265,10 @@ class SummarizerTest(unittest.TestCase):
         self.assertEqual(verdict, "FAIL", s)
         self.assertIn("no benchmark JSON (invalid JSON", s)
 
-    @unittest.skipUnless(os.environ.get("KVSIM_BENCH_BINARY") or BENCH_BINARY,
-                         "no --bench-binary given")
     def test_the_real_binary_writes_valid_json(self):
-        binary = BENCH_BINARY or os.environ["KVSIM_BENCH_BINARY"]
+        binary = BENCH_BINARY or os.environ.get("KVSIM_BENCH_BINARY")
+        if not binary:
+            self.skipTest("no --bench-binary given")
         out = self.case.path("real.json")
         probe = subprocess.run([binary, "--benchmark_list_tests=true"], capture_output=True,
                                text=True, timeout=60)
