@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kvsim/sim/scheduler.h"
 
@@ -27,9 +28,13 @@ class EngineCore {
  public:
   explicit EngineCore(Scheduler& scheduler) : sched_(scheduler) {}
 
+  // Called right after schedule(), before any update_from_output() of the same step: where vLLM
+  // launches the batch (execute_model). Scheduler state seen here is the post-schedule state.
+  using AfterSchedule = std::function<void(const SchedulerOutput&)>;
+
   // One engine-loop iteration (see above). Returns {nullptr, nullptr} when there is nothing to
   // schedule and nothing in flight.
-  EngineStep step();
+  EngineStep step(const AfterSchedule& after_schedule = {});
 
   int64_t num_in_flight() const { return sched_.num_pending_outputs(); }
   // Anything left to schedule or process (vLLM: has_requests() or a non-empty batch queue).
