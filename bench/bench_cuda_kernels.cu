@@ -464,12 +464,23 @@ void BM_CoreAllocatorPlusUpload(benchmark::State& state) {
 
 // Every benchmark runs through this: no device, a CUDA error or any exception becomes the row's
 // error instead of ending the process (which would cut bench_cuda.json short).
+// Empty when a device is usable; else why not, with the runtime's own words (an old driver
+// reads "CUDA driver version is insufficient for CUDA runtime version", not just "none").
+std::string no_device_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return "";
+  cudaGetLastError();  // clear the error so later calls do not report it again
+  return std::string("no CUDA device (cudaGetDeviceCount: ") +
+         (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) + ")";
+}
+
 using BenchFn = void (*)(benchmark::State&);
 template <BenchFn kFn>
 void guarded(benchmark::State& state) {
   try {
-    if (cuda_device_count() == 0) {
-      state.SkipWithError("no CUDA device (cudaGetDeviceCount reports none)");
+    if (const std::string why = no_device_reason(); !why.empty()) {
+      state.SkipWithError(why.c_str());
       return;
     }
     kFn(state);
@@ -520,7 +531,10 @@ void register_all() {
 void add_context() {
   const int devices = cuda_device_count();
   benchmark::AddCustomContext("cuda_device_count", std::to_string(devices));
-  if (devices == 0) return;
+  if (devices == 0) {
+    benchmark::AddCustomContext("device_error", no_device_reason());
+    return;
+  }
   try {
     cudaDeviceProp p{};
     CK(cudaGetDeviceProperties(&p, 0));
@@ -560,7 +574,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_kernels: context: %s\n", e.what());
   }
   if (cuda_device_count() == 0) {
-    std::fprintf(stderr, "bench_cuda_kernels: no CUDA device: every row reports that error\n");
+    std::fprintf(stderr, "bench_cuda_kernels: %s: every row reports that error\n",
+                 no_device_reason().c_str());
   } else {
     std::printf("baselines: D2D %.1f GB/s (read + write), pinned H2D %.1f GB/s, D2H %.1f GB/s\n",
                 g_d2d.gbps, g_h2d.gbps, g_d2h.gbps);

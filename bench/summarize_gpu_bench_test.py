@@ -248,6 +248,16 @@ class SummarizerTest(unittest.TestCase):
         self.assertRegex(s, r"\| host \| .* \| verified \|")
         self.assertIn("3 run: 1 passed, 0 failed, 2 skipped", s)
 
+    def test_gpu_listed_but_unusable_is_a_failure_not_a_dry_run(self):
+        names = [b["run_name"].rsplit("/", 1)[0] for b in complete_bench()["benchmarks"]]
+        why = "no CUDA device (cudaGetDeviceCount: CUDA driver version is insufficient)"
+        bench = {"context": {"cuda_device_count": "0", "device_error": why},
+                 "benchmarks": [error_row(n, why) for n in names]}
+        verdict, s = self.gpu_run(json.dumps(bench))  # no --no-gpu: nvidia-smi saw a GPU
+        self.assertEqual(verdict, "FAIL", s)
+        self.assertIn("nvidia-smi lists a GPU but the CUDA runtime reports none (" + why, s)
+        self.assertNotIn("FAIL (no GPU visible)", s)
+
     def test_nothing_at_all_still_writes_a_summary(self):
         c = self.case
         c.args += ["--bench", c.path("absent.json"), "--tests", c.write("t.json", "{\"tes"),

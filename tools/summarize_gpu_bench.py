@@ -293,6 +293,12 @@ def build_summary(args):
     no_gpu = args.no_gpu or ctx.get("cuda_device_count") == "0"
     if all_rows and all(NO_DEVICE_ERROR in b.get("error_message", "") for b in all_rows):
         no_gpu = True
+    # nvidia-smi listed a GPU that the CUDA runtime cannot use (driver too old, no device node):
+    # always a failure, never a dry run.
+    runtime_only = no_gpu and not args.no_gpu
+    if runtime_only:
+        problems.append("nvidia-smi lists a GPU but the CUDA runtime reports none (" +
+                        ctx.get("device_error", "see the benchmark rows' errors") + ")")
     by_name = {}
     for b in all_rows:
         by_name.setdefault(base_name(b), b)
@@ -351,7 +357,8 @@ def build_summary(args):
                   "a GPU ran and passed")
     elif problems:
         verdict = "FAIL"
-        result = ("FAIL" + (" (no GPU visible)" if no_gpu else "") + ": " + "; ".join(problems))
+        result = ("FAIL" + (" (no GPU visible)" if no_gpu and not runtime_only else "") + ": " +
+                  "; ".join(problems))
     else:
         verdict = "PASS"
         result = "PASS: build, CUDA tests (no skips), every benchmark row and the end-to-end replay ok"
@@ -362,7 +369,8 @@ def build_summary(args):
                ("" if not no_gpu else " (no NVIDIA GPU visible)"))
     out.append("")
     facts = [f"{k}: {v}" for k, v in meta.items()]
-    for key in ("device_name", "compute_capability", "sm_count", "l2_bytes", "l2_flush"):
+    for key in ("device_name", "compute_capability", "sm_count", "l2_bytes", "l2_flush",
+                "device_error"):
         if key in ctx:
             facts.append(f"{key}: {ctx[key]}")
     if "date" in ctx:
