@@ -36,11 +36,14 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bundle/include" "$work/bundle/licenses"
 b=$work/bundle
 
+# Every copy keeps its source's modification time (cp -p; tar keeps the archives' own), so a
+# rerun writes the same times and an existing build directory is not rebuilt from scratch.
+
 # googletest: the top-level CMake project with gtest and gmock; docs and tests dropped.
-cp -r /usr/src/googletest "$b/googletest"
+cp -rp /usr/src/googletest "$b/googletest"
 rm -rf "$b/googletest/googletest/test" "$b/googletest/googlemock/test" "$b/googletest/docs" \
   "$b/googletest/googletest/samples"
-cp /usr/share/doc/libgtest-dev/copyright "$b/licenses/googletest.copyright"
+cp -p /usr/share/doc/libgtest-dev/copyright "$b/licenses/googletest.copyright"
 
 # Debian source packages (orig tarball + Debian's changes), fetched with apt-get source into a
 # private list directory (the system's apt configuration is not touched).
@@ -89,9 +92,9 @@ else
   patched="no Debian patches applied"
 fi
 mkdir -p "$b/benchmark"
-cp -r "$src/CMakeLists.txt" "$src/cmake" "$src/include" "$src/src" "$src/LICENSE" "$b/benchmark/"
+cp -rp "$src/CMakeLists.txt" "$src/cmake" "$src/include" "$src/src" "$src/LICENSE" "$b/benchmark/"
 # Its CMakeLists only reads test/ when BENCHMARK_ENABLE_TESTING is ON (kvsim turns it off).
-cp "$src/LICENSE" "$b/licenses/benchmark.LICENSE"
+cp -p "$src/LICENSE" "$b/licenses/benchmark.LICENSE"
 
 # zlib: the library's C files and headers only (Debian's patches touch minizip and the build
 # system, neither of which is used). Built by cmake/kvsim_deps.cmake as kvsim_bundled_zlib.
@@ -104,20 +107,20 @@ fi
 tar -xjf "$zorig" -C "$work"
 zsrc=$work/zlib-$zlib_version
 mkdir -p "$b/zlib"
-cp "$zsrc"/*.c "$zsrc"/*.h "$zsrc/LICENSE" "$b/zlib/"
-cp "$zsrc/LICENSE" "$b/licenses/zlib.LICENSE"
+cp -p "$zsrc"/*.c "$zsrc"/*.h "$zsrc/LICENSE" "$b/zlib/"
+cp -p "$zsrc/LICENSE" "$b/licenses/zlib.LICENSE"
 
 # CLI11 and nlohmann-json: header-only.
-cp -r /usr/include/CLI "$b/include/CLI"
-cp /usr/share/doc/libcli11-dev/copyright "$b/licenses/cli11.copyright"
-cp -r /usr/include/nlohmann "$b/include/nlohmann"
-cp /usr/share/doc/nlohmann-json3-dev/copyright "$b/licenses/nlohmann-json.copyright"
+cp -rp /usr/include/CLI "$b/include/CLI"
+cp -p /usr/share/doc/libcli11-dev/copyright "$b/licenses/cli11.copyright"
+cp -rp /usr/include/nlohmann "$b/include/nlohmann"
+cp -p /usr/share/doc/nlohmann-json3-dev/copyright "$b/licenses/nlohmann-json.copyright"
 
 # fmt (header-only) and xxhash (single header).
-cp -r /usr/include/fmt "$b/include/fmt"
-cp /usr/share/doc/libfmt-dev/copyright "$b/licenses/fmt.copyright"
-cp /usr/include/xxhash.h "$b/include/xxhash.h"
-cp /usr/share/doc/libxxhash-dev/copyright "$b/licenses/xxhash.copyright"
+cp -rp /usr/include/fmt "$b/include/fmt"
+cp -p /usr/share/doc/libfmt-dev/copyright "$b/licenses/fmt.copyright"
+cp -p /usr/include/xxhash.h "$b/include/xxhash.h"
+cp -p /usr/share/doc/libxxhash-dev/copyright "$b/licenses/xxhash.copyright"
 
 cat >"$b/MANIFEST" <<EOF
 kvsim GPU-check dependency bundle (tools/make_gpu_bundle.sh), made $(date -u +%Y-%m-%dT%H:%M:%SZ)
