@@ -94,6 +94,39 @@ TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
   EXPECT_EQ(std::count(ra.begin(), ra.end(), '\n'), 401);
 }
 
+// Async scheduling is the default (as in vLLM 0.26); --no-async-scheduling runs the sync loop;
+// the JSON and the report say which ran; an explicit --async-scheduling refuses swap, while swap
+// alone runs sync (vLLM turns async off by default for an incompatible option).
+TEST(CliReplay, SchedulingModeFlags) {
+  const std::string base = "replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+                           " --max-requests 200 --step-time fixed:20 --no-progress --json - ";
+  auto mode_of = [](const CliRun& r) {
+    return nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2)).at("async_scheduling");
+  };
+  const CliRun def = run_kvsim(base);
+  ASSERT_EQ(def.status, 0) << def.out;
+  EXPECT_EQ(mode_of(def), true);
+  const CliRun sync = run_kvsim(base + "--no-async-scheduling");
+  ASSERT_EQ(sync.status, 0) << sync.out;
+  EXPECT_EQ(mode_of(sync), false);
+  const CliRun swap = run_kvsim(base + "--preemption-mode swap");
+  ASSERT_EQ(swap.status, 0) << swap.out;
+  EXPECT_EQ(mode_of(swap), false);
+  const CliRun both = run_kvsim(base + "--async-scheduling --preemption-mode swap");
+  EXPECT_EQ(both.status, 2);
+  EXPECT_EQ(both.out.rfind("kvsim: error: --async-scheduling cannot run with --preemption-mode "
+                           "swap",
+                           0),
+            0u)
+      << both.out;
+  const CliRun clash = run_kvsim(base + "--async-scheduling --no-async-scheduling");
+  EXPECT_EQ(clash.status, 2) << clash.out;
+  const CliRun report = run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+                                  " --max-requests 200 --step-time fixed:20 --no-progress");
+  EXPECT_NE(report.out.find("async (vLLM's default) scheduling"), std::string::npos);
+  EXPECT_NE(report.out.find("async scheduling: "), std::string::npos);
+}
+
 TEST(CliReplay, BadInputIsOneLineAndExit2) {
   const CliRun missing = run_kvsim("replay /nonexistent/trace.csv --no-progress");
   EXPECT_EQ(missing.status, 2);

@@ -179,6 +179,10 @@ TEST(Replay, OffByOnePoolRejectsInsteadOfHanging) {
   EXPECT_TRUE(r.requests[1].rejected);
   EXPECT_EQ(r.requests[1].preemptions, 1);
   EXPECT_EQ(r.summary.preemptions, 1);
+  // Aborted at run time: it keeps the 3 tokens it generated (15, 16, 17 tokens fit 4 blocks; the
+  // 4th decode needs a 5th) and its end time is when it was aborted.
+  EXPECT_EQ(r.requests[1].output_tokens, 3);
+  EXPECT_GT(r.requests[1].finish_ns, r.requests[1].first_token_ns);
   // Without the gate the preempted request is aborted at preemption.
   c.scheduler.scheduler_reserve_full_isl = false;
   const ReplayResult g = run_replay(c, t, null, step);
@@ -287,6 +291,31 @@ TEST(ReplayProperties, RandomSmallTraces) {
       EXPECT_EQ(again.timeline[i].padding_tokens, r.timeline[i].padding_tokens);
     }
     EXPECT_EQ(again.summary.preemptions, r.summary.preemptions);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// The same properties under async scheduling (vLLM's default loop, batch queue of 2): every
+// request finishes or is rejected, tokens are conserved (no extra position is computed for a
+// request whose in-flight token is its last), every KV read finds the right position in the
+// CheckingBackend, and the clock keeps batches back to back.
+TEST(ReplayProperties, RandomSmallTracesAsync) {
+  FixedStepTime step(1.0);
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
+    RandomCase rc = random_case(seed);
+    rc.config.scheduler.async_scheduling = true;
+    CheckingBackend backend;
+    const ReplayResult r = run_replay(rc.config, rc.trace, backend, step);
+    check_properties(rc, r, seed);
+    EXPECT_EQ(backend.bad_reads, 0) << "seed " << seed;
+    EXPECT_EQ(backend.batches, r.summary.steps);
+    EXPECT_TRUE(r.summary.async_scheduling);
+    int64_t prev_end = 0;
+    for (const TimelineRow& row : r.timeline) {
+      EXPECT_GE(row.time_ns, prev_end) << seed;  // one batch at a time on the GPU
+      prev_end = row.time_ns + row.duration_ns;
+    }
+    EXPECT_EQ(r.summary.sim_ns >= prev_end, true) << seed;
     if (::testing::Test::HasFailure()) return;
   }
 }
