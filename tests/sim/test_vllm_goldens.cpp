@@ -3,8 +3,9 @@
 // tests/data/vllm_goldens/*.json.gz were recorded by tools/vllm_conformance/record.py, which
 // drives the released wheel's Scheduler/AsyncScheduler on CPU over small cases and writes the
 // case input (config + requests) next to what vLLM did at every schedule() call. This test
-// replays each SYNC case through kvsim's Scheduler with the same engine loop (docs/
-// conformance.md §Engine loop) and compares every step field by field; no vLLM is needed.
+// replays each SYNC case through kvsim's Scheduler and each ASYNC case through kvsim's
+// EngineCore with the same engine loop (docs/conformance.md §Engine loop) and compares every step
+// field by field; no vLLM is needed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvsim/sim/engine_core.h"
 #include "kvsim/sim/scheduler.h"
 #include "kvsim/sim/trace_line_reader.h"
 
@@ -35,8 +37,9 @@ using nlohmann::json;
 // like any other; a field whose switch is false is NOT compared per step, and instead
 // `PrefixCounterSwitchesAreCurrent` fails as soon as kvsim agrees with vLLM on every case, so a
 // switch cannot stay false after kvsim is fixed. Flip a switch to true in the change that makes
-// kvsim's counter equal vLLM's (issue 8 part 1). Off at this commit: kvsim records at admission
-// and counts preempted admissions in both sets; every other field already matches on every case.
+// kvsim's counter equal vLLM's (issue 8 part 1). All six are on: kvsim records inside
+// get_computed_blocks on every lookup, with exclusive preempted / non-preempted sets, like the
+// wheel.
 struct PrefixCounterSwitches {
   bool requests;
   bool queries;
@@ -46,12 +49,12 @@ struct PrefixCounterSwitches {
   bool preempted_hits;
 };
 constexpr PrefixCounterSwitches kPrefixCountersMatchVllm = {
-    .requests = false,
-    .queries = false,
-    .hits = false,
-    .preempted_requests = false,
-    .preempted_queries = false,
-    .preempted_hits = false,
+    .requests = true,
+    .queries = true,
+    .hits = true,
+    .preempted_requests = true,
+    .preempted_queries = true,
+    .preempted_hits = true,
 };
 constexpr std::array<const char*, 6> kPrefixCounterNames = {
     "requests", "queries", "hits", "preempted_requests", "preempted_queries", "preempted_hits"};
@@ -279,6 +282,95 @@ bool compare_sync_case(const std::string& name, CounterOutcome* counters) {
   }
   return true;
 }
+
+// Replays one ASYNC case through kvsim's EngineCore (AsyncScheduler + batch queue of 2: the
+// recorder's engine loop is vLLM's step_with_batch_queue) and compares every step, including "u"
+// (which batches were processed after this schedule() in the same engine iteration) and free
+// blocks after them. State is recorded in EngineCore's after-schedule hook, before the same
+// iteration's update_from_output().
+bool compare_async_case(const std::string& name) {
+  const json j = load_case(name);
+  EXPECT_EQ(j.at("mode"), "async") << name;
+  SchedulerConfig config = config_from(j.at("config"));
+  config.async_scheduling = true;
+  Scheduler s(config);
+  EngineCore engine(s);
+  std::deque<Request> reqs = requests_from(j.at("requests"));
+  const json& steps = j.at("steps");
+
+  json got = json::array();         // one record per schedule() call
+  std::vector<int64_t> k_of_batch;  // SchedulerOutput::step_index -> the k it was scheduled at
+  size_t next = 0;
+  int64_t k = 0;
+  while (true) {
+    while (next < reqs.size() && reqs[next].arrival_time_ns <= k) s.add_request(&reqs[next++]);
+    if (!engine.has_work()) {
+      if (next == reqs.size()) break;
+      k = reqs[next].arrival_time_ns;  // idle: nothing to schedule, nothing in flight
+      continue;
+    }
+    const EngineStep st = engine.step([&](const SchedulerOutput& out) {
+      StepRecord rec = record_schedule(k, s, out);
+      rec.free_u = rec.free;
+      json r = to_json(rec);
+      r["u"] = json::array();
+      got.push_back(std::move(r));
+      k_of_batch.push_back(k);
+      ++k;
+    });
+    if (st.processed != nullptr) {
+      // The recorder attaches an update to the latest schedule() record.
+      got.back()["u"].push_back(k_of_batch.at(static_cast<size_t>(st.processed->step_index)));
+      got.back()["free_u"] = s.kv_cache_manager().num_free_blocks();
+    }
+  }
+  for (size_t i = 0; i < got.size() && i < steps.size(); ++i) {
+    const json& exp = steps[i];
+    const json& act = got[i];
+    const std::string where =
+        "case " + name + ", step " + std::to_string(i) + " (k=" + exp.at("k").dump() + ")";
+    bool ok = true;
+    for (const char* field : {"k", "s", "p", "f", "r", "w", "free", "pc", "u", "free_u"}) {
+      if (exp.at(field) != act.at(field)) {
+        ADD_FAILURE() << where << ", field " << field << ": expected " << exp.at(field).dump()
+                      << ", actual " << act.at(field).dump();
+        ok = false;
+      }
+    }
+    if (!ok) {
+      ADD_FAILURE() << where << ": first differing step\n  vLLM:  " << show_step(exp)
+                    << "\n  kvsim: " << show_step(act);
+      return false;
+    }
+  }
+  if (got.size() != steps.size()) {
+    ADD_FAILURE() << "case " << name << ": kvsim took " << got.size() << " steps, vLLM "
+                  << steps.size();
+    return false;
+  }
+  const json& fin = j.at("final");
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const json a = json::array({reqs[i].num_output_tokens, reqs[i].num_preemptions});
+    if (fin.at(i) != a) {
+      ADD_FAILURE() << "case " << name << ", request " << i
+                    << ", field final [num_output_tokens, num_preemptions]: expected "
+                    << fin.at(i).dump() << ", actual " << a.dump();
+      return false;
+    }
+  }
+  return true;
+}
+
+class VllmGoldenAsync : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VllmGoldenAsync, EveryStepMatches) {
+  EXPECT_TRUE(compare_async_case(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenAsync, ::testing::ValuesIn(case_names("async_")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 class VllmGoldenSync : public ::testing::TestWithParam<std::string> {};
 
