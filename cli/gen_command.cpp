@@ -6,8 +6,10 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "kvsim/sim/trace_gen.h"
 #include "kvsim/sim/trace_writer.h"
+#include "output_files.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -56,8 +58,22 @@ void run_gen(const CLI::App& cmd, GenArgs& a) {
   a.gen.output = parse_length_dist(a.output);
   a.gen.prefix_encoding =
       a.prefix_as == "token-ids" ? PrefixEncoding::TOKEN_IDS : PrefixEncoding::HASH_IDS;
+  // empirical:PATH lengths are read from a trace, which the output must not replace.
+  OutputFiles outputs;
+  outputs.add("--output", a.out);
+  for (const std::string* spec : {&a.input, &a.output}) {
+    if (spec->starts_with("empirical:")) {
+      outputs.add_input(spec == &a.input ? "--input-len's trace" : "--output-len's trace",
+                        spec->substr(std::string_view("empirical:").size()));
+    }
+  }
+  outputs.open_all();
   const std::vector<TraceRequest> reqs = generate_trace(a.gen);
-  write_kvsim_jsonl(a.out, reqs);
+  throw_if_interrupted();
+  write_kvsim_jsonl(outputs.stream("--output"), reqs, a.out != "-" && a.out.ends_with(".gz"));
+  outputs.finish("--output");
+  throw_if_interrupted();
+  outputs.commit_all();
   if (!a.quiet) {
     double in_sum = 0;
     double out_sum = 0;

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "interrupt.h"
+#include "validators.h"
 
 namespace kvsim::cli {
 namespace {
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
   kvsim::cli::register_replay_command(app);
   kvsim::cli::register_gen_command(app);
   kvsim::cli::register_sweep_command(app);
+  kvsim::cli::apply_value_rules(app);
+  kvsim::cli::install_interrupt_handlers();
   int status = 0;
   try {
     app.parse(argc, argv);
@@ -75,6 +79,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     print_error(e.what());
     status = kvsim::cli::kExitBadInput;
+  } catch (const kvsim::cli::Interrupted& e) {
+    print_error(e.what());
+    status = 128 + e.signal();
   } catch (const std::bad_alloc&) {
     print_error(
         "out of host memory: the configuration (pool size, trace, backend pool) is too large "
@@ -82,7 +89,9 @@ int main(int argc, char** argv) {
     status = kvsim::cli::kExitBadInput;
   } catch (const std::exception& e) {
     print_error(e.what());
-    status = kvsim::cli::kExitBadInput;
+    // A signal can surface wrapped (a sweep rethrows its runner's error with context).
+    const int sig = kvsim::cli::interrupt_signal();
+    status = sig != 0 ? 128 + sig : kvsim::cli::kExitBadInput;
   }
   const int final_status = finish_stdout(status);
   return status != 0 ? status : final_status;

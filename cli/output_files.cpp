@@ -1,15 +1,120 @@
 #include "output_files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
+#include <streambuf>
 
 #include <fmt/core.h>
 
+#include "interrupt.h"
+
 namespace kvsim::cli {
 namespace fs = std::filesystem;
+namespace {
+
+// A streambuf over a file descriptor that keeps the errno of the first failed write, so the
+// message can say why ("No space left on device") instead of only that a stream went bad.
+class FdBuf : public std::streambuf {
+ public:
+  explicit FdBuf(int fd) : fd_(fd) { setp(buf_, buf_ + sizeof buf_); }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    if (error_ != 0) return false;
+    const char* p = pbase();
+    while (p < pptr()) {
+      const ssize_t n = ::write(fd_, p, static_cast<size_t>(pptr() - p));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        error_ = errno;
+        return false;
+      }
+      p += n;
+    }
+    setp(buf_, buf_ + sizeof buf_);
+    return true;
+  }
+  int fd_;
+  int error_ = 0;
+  char buf_[1 << 16];
+};
+
+struct FileId {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const FileId&) const = default;
+};
+
+// The identity of the file a path names, symlinks followed; nullopt when it does not exist.
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+mode_t current_umask() {
+  const mode_t m = ::umask(0);
+  ::umask(m);
+  return m;
+}
+
+}  // namespace
+
+struct OutputFiles::Entry {
+  std::string flag;
+  std::string path;         // as given
+  std::string key;          // normalized path, for duplicate detection of files not yet there
+  std::string destination;  // path renamed over (symlinks resolved)
+  std::string temp;         // temporary path; empty when written in place or to stdout
+  int temp_slot = -1;       // interrupt.h registration
+  int fd = -1;
+  std::unique_ptr<FdBuf> buf;
+  std::unique_ptr<std::ostream> stream;
+  bool finished = false;
+};
+
+OutputFiles::OutputFiles() = default;
+
+OutputFiles::~OutputFiles() {
+  for (auto& e : entries_) discard(*e);
+}
+
+void OutputFiles::discard(Entry& e) {
+  e.stream.reset();
+  e.buf.reset();
+  if (e.fd >= 0) ::close(e.fd);
+  e.fd = -1;
+  if (!e.temp.empty()) ::unlink(e.temp.c_str());
+  unregister_temporary(e.temp_slot);
+  e.temp_slot = -1;
+  e.temp.clear();
+}
+
+void OutputFiles::add_input(const std::string& what, const std::string& path) {
+  if (path.empty() || path == "-") return;
+  inputs_.push_back({what, path});
+}
 
 void OutputFiles::add(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
@@ -19,45 +124,101 @@ void OutputFiles::add(const std::string& flag, const std::string& path) {
     const fs::path canon = fs::weakly_canonical(fs::absolute(path), ec);
     if (!ec) key = canon.string();
   }
-  for (const Entry& e : entries_) {
-    if (e.key == key) {
+  const std::optional<FileId> id = path == "-" ? std::nullopt : file_id(path);
+  for (const auto& e : entries_) {
+    const bool same = e->key == key || (id && e->path != "-" && file_id(e->path) == id);
+    if (same) {
       throw std::invalid_argument(
           path == "-" ? fmt::format("{} - and {} - both write to stdout; give at most one '-'",
-                                    e.flag, flag)
-                      : fmt::format("{} and {} name the same file '{}'", e.flag, flag, path));
+                                    e->flag, flag)
+                      : fmt::format("{} and {} name the same file '{}'", e->flag, flag, path));
     }
   }
-  entries_.push_back({flag, path, key, nullptr});
+  auto e = std::make_unique<Entry>();
+  e->flag = flag;
+  e->path = path;
+  e->key = key;
+  entries_.push_back(std::move(e));
+}
+
+void OutputFiles::refuse_inputs() const {
+  for (const auto& e : entries_) {
+    if (e->path == "-") continue;
+    const std::optional<FileId> out = file_id(e->path);
+    if (!out) continue;
+    for (const Input& in : inputs_) {
+      if (file_id(in.path) == out) {
+        throw std::invalid_argument(fmt::format(
+            "{} {}: is the same file as {} '{}'; refusing to overwrite an input (write the "
+            "output elsewhere)",
+            e->flag, e->path, in.what, in.path));
+      }
+    }
+  }
 }
 
 void OutputFiles::open_all() {
-  for (Entry& e : entries_) {
-    if (e.path == "-" || e.file) continue;
-    e.file = std::make_unique<std::ofstream>(e.path, std::ios::binary | std::ios::trunc);
-    if (!*e.file) {
+  refuse_inputs();  // nothing is created while an output would destroy an input
+  for (auto& ep : entries_) {
+    Entry& e = *ep;
+    if (e.path == "-" || e.stream) continue;
+    struct stat st {};
+    const bool exists = ::stat(e.path.c_str(), &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
       throw std::runtime_error(
-          fmt::format("{} {}: cannot open for writing: {}", e.flag, e.path, std::strerror(errno)));
+          fmt::format("{} {}: is a directory, not a file to write", e.flag, e.path));
     }
+    if (exists && !S_ISREG(st.st_mode)) {
+      // A device, FIFO or socket cannot be replaced by a rename: write to it as it is.
+      e.fd = ::open(e.path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (e.fd < 0) {
+        throw std::runtime_error(fmt::format("{} {}: cannot open for writing: {}", e.flag, e.path,
+                                             std::strerror(errno)));
+      }
+    } else {
+      // Through a symlink, replace the file it points to, not the link.
+      std::error_code ec;
+      const fs::path dest = exists ? fs::canonical(e.path, ec) : fs::path(e.path);
+      e.destination = ec ? e.path : dest.string();
+      const fs::path d(e.destination);
+      const fs::path dir = d.has_parent_path() ? d.parent_path() : fs::path(".");
+      std::string name = ".";  // appended piecewise: GCC 12 -O3 warns (-Wrestrict) on a + chain
+      name.append(d.filename().string()).append(".kvsim-XXXXXX");
+      std::string temp = (dir / name).string();
+      e.fd = ::mkostemp(temp.data(), O_CLOEXEC);
+      if (e.fd < 0) {
+        throw std::runtime_error(
+            fmt::format("{} {}: cannot open for writing: {} (creating a temporary file in '{}')",
+                        e.flag, e.path, std::strerror(errno), dir.string()));
+      }
+      e.temp = temp;
+      e.temp_slot = register_temporary(temp);
+      // The mode a plain open() would give: an existing file's own, else 0666 minus the umask.
+      const mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
+      ::fchmod(e.fd, mode);
+    }
+    e.buf = std::make_unique<FdBuf>(e.fd);
+    e.stream = std::make_unique<std::ostream>(e.buf.get());
   }
 }
 
 bool OutputFiles::uses_stdout() const {
-  for (const Entry& e : entries_) {
-    if (e.path == "-") return true;
+  for (const auto& e : entries_) {
+    if (e->path == "-") return true;
   }
   return false;
 }
 
 const OutputFiles::Entry* OutputFiles::find(const std::string& flag) const {
-  for (const Entry& e : entries_) {
-    if (e.flag == flag) return &e;
+  for (const auto& e : entries_) {
+    if (e->flag == flag) return e.get();
   }
   return nullptr;
 }
 
 OutputFiles::Entry& OutputFiles::get(const std::string& flag) {
-  for (Entry& e : entries_) {
-    if (e.flag == flag) return e;
+  for (auto& e : entries_) {
+    if (e->flag == flag) return *e;
   }
   throw std::logic_error("OutputFiles: " + flag + " was not registered");
 }
@@ -65,19 +226,60 @@ OutputFiles::Entry& OutputFiles::get(const std::string& flag) {
 std::ostream& OutputFiles::stream(const std::string& flag) {
   Entry& e = get(flag);
   if (e.path == "-") return std::cout;
-  if (!e.file) throw std::logic_error("OutputFiles: " + flag + " was not opened");
-  return *e.file;
+  if (!e.stream) throw std::logic_error("OutputFiles: " + flag + " was not opened");
+  return *e.stream;
 }
 
 void OutputFiles::finish(const std::string& flag) {
   Entry& e = get(flag);
   if (e.path == "-") {
     std::cout.flush();  // main() checks stdout's final state
+    e.finished = true;
     return;
   }
-  e.file->close();
-  if (!*e.file) {
-    throw std::runtime_error(fmt::format("{} {}: write error", e.flag, e.path));
+  if (!e.stream) throw std::logic_error("OutputFiles: " + flag + " was not opened");
+  e.stream->flush();
+  int err = e.buf->error();
+  if (err == 0 && !*e.stream) err = EIO;
+  // Some file systems report a full disk or a quota only when the data reaches the disk.
+  if (err == 0 && !e.temp.empty() && ::fsync(e.fd) != 0) err = errno;
+  if (err == 0 && ::close(e.fd) != 0)
+    err = errno;
+  else if (err != 0)
+    ::close(e.fd);
+  e.fd = -1;
+  if (err != 0) {
+    discard(e);
+    throw std::runtime_error(fmt::format("{} {}: cannot write: {}; nothing was written there",
+                                         e.flag, e.path, std::strerror(err)));
+  }
+  e.finished = true;
+}
+
+void OutputFiles::commit_all() {
+  for (const auto& e : entries_) {
+    if (!e->finished) throw std::logic_error("OutputFiles: " + e->flag + " was not finished");
+  }
+  for (auto& ep : entries_) {
+    Entry& e = *ep;
+    if (e.temp.empty()) continue;
+    if (::rename(e.temp.c_str(), e.destination.c_str()) != 0) {
+      const int err = errno;
+      discard(e);
+      throw std::runtime_error(
+          fmt::format("{} {}: cannot replace: {}", e.flag, e.path, std::strerror(err)));
+    }
+    unregister_temporary(e.temp_slot);
+    e.temp_slot = -1;
+    e.temp.clear();
+    // Make the rename itself durable.
+    const fs::path dir = fs::path(e.destination).has_parent_path()
+                             ? fs::path(e.destination).parent_path()
+                             : fs::path(".");
+    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
   }
 }
 

@@ -1,10 +1,18 @@
-// The output files of one command, opened before the (possibly long) run so that a bad path
-// fails in a second, not after the simulation. Rejects two flags naming the same file (one would
-// silently overwrite the other) and more than one "-" (their contents would interleave on
-// stdout).
+// The output files of one command. What they guarantee (docs/files.md):
+// - No output may be an input: an output path that resolves to the same file (device and inode,
+//   symlinks followed) as any registered input is refused before anything is opened.
+// - Two outputs may not name the same file, and at most one may be "-" (stdout).
+// - A regular-file output is written to a temporary file in the destination's directory
+//   (".NAME.kvsim-XXXXXX"), flushed and fsync'ed, and renamed over the destination only by
+//   commit_all(), after every output of the command is complete. Until then the destination is
+//   untouched; destroying an OutputFiles that was not committed (an error, an interrupt) removes
+//   the temporaries. A path that names an existing non-regular file (/dev/null, a FIFO, a
+//   terminal) is written in place, since it cannot be replaced by a rename.
+// - A failed write names the flag, the path and the cause (strerror, e.g. "No space left on
+//   device").
+// Paths are opened by open_all(), before the (possibly long) run, so a bad path fails in a second.
 #pragma once
 
-#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -14,12 +22,25 @@ namespace kvsim::cli {
 
 class OutputFiles {
  public:
+  OutputFiles();
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+  ~OutputFiles();
+
+  // An input of the command (`what` names it in messages, e.g. "the trace" or "--config");
+  // empty and "-" are ignored.
+  void add_input(const std::string& what, const std::string& path);
+
   // Registers an output; an empty path means "not requested" and is ignored. Throws
   // std::invalid_argument naming both flags on a duplicate path or a second "-".
   void add(const std::string& flag, const std::string& path);
 
-  // Opens (creates/truncates) every registered file. Throws std::runtime_error naming the flag
-  // and path when one cannot be opened for writing.
+  // Throws std::invalid_argument when an output is the same file as an input (call it before
+  // reading the inputs, to refuse at once; open_all() calls it again).
+  void refuse_inputs() const;
+
+  // Refuses outputs that are inputs (std::invalid_argument), then creates the temporary files.
+  // Throws std::runtime_error naming the flag and path when one cannot be created.
   void open_all();
 
   bool requested(const std::string& flag) const { return find(flag) != nullptr; }
@@ -29,20 +50,26 @@ class OutputFiles {
   // The stream for `flag` (std::cout for "-"); the flag must be registered and opened.
   std::ostream& stream(const std::string& flag);
 
-  // Flushes and closes `flag`'s stream; throws std::runtime_error naming the flag and path if
-  // any write failed.
+  // Flushes `flag`'s stream to disk (fsync) and closes it; throws std::runtime_error naming the
+  // flag, the path and the cause if any write failed (the temporary is then removed).
   void finish(const std::string& flag);
 
+  // Renames every finished temporary over its destination. Call once, when the command's work
+  // succeeded; outputs not finish()ed are an error (std::logic_error).
+  void commit_all();
+
+  struct Entry;
+
  private:
-  struct Entry {
-    std::string flag;
-    std::string path;
-    std::string key;  // normalized path, for duplicate detection
-    std::unique_ptr<std::ofstream> file;
-  };
   const Entry* find(const std::string& flag) const;
   Entry& get(const std::string& flag);
-  std::vector<Entry> entries_;
+  void discard(Entry& e);
+  std::vector<std::unique_ptr<Entry>> entries_;
+  struct Input {
+    std::string what;
+    std::string path;
+  };
+  std::vector<Input> inputs_;
 };
 
 }  // namespace kvsim::cli

@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/cuda/backend_factory.h"
@@ -99,6 +100,9 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   outputs.add("--json", o.json_path);
   outputs.add("--timeline", o.timeline_path);
   outputs.add("--requests", o.requests_path);
+  outputs.add_input("the trace", o.trace_path);
+  outputs.add_input("--config", o.plan.config_path);
+  outputs.refuse_inputs();
   if (!std::isfinite(o.swap_space_gib) || o.swap_space_gib < 0) {
     throw std::invalid_argument(
         fmt::format("--swap-space-gib {}: must be a finite number >= 0", o.swap_space_gib));
@@ -145,17 +149,19 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   // Last check before the run: every output path can be written.
   outputs.open_all();
 
-  ProgressCallback progress;
-  if (!o.no_progress && isatty(STDERR_FILENO) != 0) {
-    progress = [](int64_t done, int64_t total, int64_t sim_ns) {
+  // Always installed: it is where a SIGINT/SIGTERM stops the replay (interrupt.h).
+  const bool draw = !o.no_progress && isatty(STDERR_FILENO) != 0;
+  ProgressCallback progress = [draw](int64_t done, int64_t total, int64_t sim_ns) {
+    throw_if_interrupted();
+    if (draw) {
       const int width = 40;
       const int fill = total > 0 ? static_cast<int>(width * done / total) : width;
       fmt::print(stderr, "\r[{:<{}}] {}/{} requests, t={:.1f} s", std::string(fill, '#'), width,
                  done, total, static_cast<double>(sim_ns) * 1e-9);
       if (done == total) fmt::print(stderr, "\n");
       std::fflush(stderr);
-    };
-  }
+    }
+  };
   const ReplayResult result = run_replay(rc, trace, *backend, *step_time, progress);
 
   ReportContext ctx;
@@ -163,6 +169,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   ctx.trace_format = std::string(to_string(trace.format));
   ctx.trace_rows = trace.rows_read;
   ctx.dropped_rows = describe_dropped(trace);
+  ctx.dropped_by_reason = trace.dropped;
   ctx.model = plan.model_name + (named                       ? ""
                                  : shape_flags_given(o.plan) ? " (default, shape overridden)"
                                                              : " (default)");
@@ -191,6 +198,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
     write_requests_csv(outputs.stream("--requests"), result.requests);
     outputs.finish("--requests");
   }
+  outputs.commit_all();
   fmt::print(stderr, "kvsim replay: {} requests, {} steps in {:.3f} s wall\n",
              result.summary.requests, result.summary.steps, result.summary.wall_seconds);
   if (result.summary.backend_verified && !result.summary.verification.ok) {

@@ -16,9 +16,11 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "kvsim/sim/report.h"
 #include "kvsim/sim/sweep.h"
 #include "kvsim/sim/trace.h"
+#include "kvsim/sim/trace_line_reader.h"
 #include "output_files.h"
 #include "plan_options.h"
 #include "scheduler_options.h"
@@ -50,13 +52,11 @@ bool is_execution_flag(const std::string& name) {
          name == "--merge" || name == "--output" || name == "--help";
 }
 
+// A shard CSV, under the default input limits (a --merge of /dev/zero stops with its name).
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open for reading", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(fmt::format("{}: read error", path));
-  return s.str();
+  InputLimits limits;
+  limits.has_flags = false;
+  return read_text_file(path, limits);
 }
 
 // Everything that defines the results of a sweep, canonically: each result-affecting flag as
@@ -103,25 +103,17 @@ void run_merge(const CLI::App& cmd, const SweepOptions& o) {
       throw std::invalid_argument(fmt::format("--merge does not take {}", flag));
     }
   }
-  namespace fs = std::filesystem;
+  OutputFiles out;
+  out.add("--output", o.output.empty() ? "-" : o.output);
+  for (const std::string& path : o.merge) out.add_input("the --merge input", path);
+  out.open_all();
   std::vector<NamedText> shards;
-  for (const std::string& path : o.merge) {
-    std::error_code ec;
-    if (!o.output.empty() && o.output != "-" && fs::equivalent(path, o.output, ec)) {
-      throw std::invalid_argument(
-          fmt::format("-o {} is also a --merge input; write the merged CSV elsewhere", o.output));
-    }
-    shards.push_back({path, read_file(path)});
-  }
+  for (const std::string& path : o.merge) shards.push_back({path, read_file(path)});
   const std::string merged = merge_sweep_csvs(shards);
-  if (o.output.empty() || o.output == "-") {
-    std::fwrite(merged.data(), 1, merged.size(), stdout);
-  } else {
-    OutputFiles out;
-    out.add("--output", o.output);
-    out.open_all();
-    out.stream("--output") << merged;
-    out.finish("--output");
+  out.stream("--output") << merged;
+  out.finish("--output");
+  out.commit_all();
+  if (!o.output.empty() && o.output != "-") {
     fmt::print(stderr, "kvsim sweep: merged {} files into {}\n", shards.size(), o.output);
   }
 }
@@ -137,6 +129,8 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   const std::vector<SweepPoint> points = expand_sweep(o.axes);
   OutputFiles outputs;
   outputs.add("--csv", o.csv_path);
+  outputs.add_input("the trace", o.trace_path);
+  outputs.add_input("--config", o.plan.config_path);
   outputs.open_all();
 
   SweepBase base;
@@ -148,10 +142,20 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim sweep"));
   require_requests(trace, o.trace);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);
+  throw_if_interrupted();
+  // A signal stops the sweep before its next grid point (interrupt.h); run_sweep rethrows the
+  // runner's error with context, so the signal is rethrown as itself here.
   const auto runner = [&base, &trace](const SweepPoint& p) {
+    throw_if_interrupted();
     return replay_sweep_point(base, trace, p);
   };
-  const std::vector<SweepRow> rows = run_sweep(points, runner, lengths, o.jobs, shard);
+  std::vector<SweepRow> rows;
+  try {
+    rows = run_sweep(points, runner, lengths, o.jobs, shard);
+  } catch (...) {
+    throw_if_interrupted();
+    throw;
+  }
 
   const auto num_configs = static_cast<int64_t>(points.size());
   // A configuration in which nothing could run measured nothing: say so; if that is every
@@ -168,6 +172,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
     write_sweep_csv(outputs.stream("--csv"), rows, num_configs, fingerprint(cmd, trace));
     outputs.finish("--csv");
   }
+  outputs.commit_all();
   if (!o.quiet && o.csv_path != "-") {
     fmt::print("kvsim sweep: {} ({} requests), {} of {} configs{}, model {}, gpu {}\n", trace.path,
                trace.requests.size(), rows.size(), num_configs,

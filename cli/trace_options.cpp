@@ -51,6 +51,14 @@ void add_trace_options(CLI::App* app, TraceReadOptions& o) {
   app->add_flag("--skip-bad-rows", o.skip_bad_rows,
                 "Count malformed rows by reason and continue instead of failing")
       ->group(group);
+  app->add_option("--max-input-bytes", o.limits.max_bytes,
+                  "Refuse a trace larger than this, after decompression (default 4 GiB)")
+      ->check(positive())
+      ->group(group);
+  app->add_option("--max-line-bytes", o.limits.max_line_bytes,
+                  "Refuse a trace line longer than this (default 256 MiB)")
+      ->check(positive())
+      ->group(group);
   app->add_option("--hash-block-size", o.hash_block_size,
                   "Tokens per trace hash id (default: Mooncake 512, Bailian 16, kvsim per record)")
       ->check(positive())

@@ -61,6 +61,49 @@ uint64_t parse_u64(std::string_view flag, std::string_view text) {
   throw std::invalid_argument(fmt::format("{}: '{}' is not a non-negative integer", flag, text));
 }
 
+namespace {
+
+CLI::Validator strict_value(std::string type) {
+  return CLI::Validator(
+      [type](std::string& s) -> std::string {
+        if (s.empty()) return "empty value (give a value or leave the flag out)";
+        if (type == "INT" || type == "UINT") {
+          int64_t v = 0;
+          switch (parse_integer(s, v)) {
+            case ParseStatus::kOk:
+              if (type == "UINT" && v < 0) return fmt::format("'{}' is negative", s);
+              s = fmt::format("{}", v);  // canonical: CLI11's strtoll would read "010" as octal
+              return "";
+            case ParseStatus::kOutOfRange:
+              return fmt::format("'{}' is out of range (at most 2^63 - 1)", s);
+            case ParseStatus::kNotNumber:
+              break;
+          }
+          return fmt::format("'{}' is not a decimal integer", s);
+        }
+        if (type == "FLOAT") {
+          const std::string_view t = s.front() == '+' ? std::string_view(s).substr(1) : s;
+          if (!parse_finite_double(t)) return fmt::format("'{}' is not a finite decimal number", s);
+        }
+        return "";
+      },
+      "", "strict value");
+}
+
+void apply_value_rules_to(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size_max() == 0) continue;         // a flag: no value
+    opt->transform(strict_value(opt->get_type_name()));  // first, before the range checks
+  }
+  for (CLI::App* sub : app.get_subcommands({})) apply_value_rules_to(*sub);
+}
+
+}  // namespace
+
+void apply_value_rules(CLI::App& app) {
+  apply_value_rules_to(app);
+}
+
 std::vector<std::string> split_list(std::string_view flag, std::string_view text) {
   std::vector<std::string> items;
   size_t b = 0;

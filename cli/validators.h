@@ -24,6 +24,15 @@ CLI::Validator fraction_below_one();  // [0, 1)
 // std::invalid_argument "FLAG: ..." naming the text.
 uint64_t parse_u64(std::string_view flag, std::string_view text);
 
+// The value rules every flag obeys, applied to every option of `app` and its subcommands that
+// takes a value (call after all options are registered): an empty value is refused (it would
+// otherwise mean "unset" and silently give the default); an integer option (CLI11 type INT or
+// UINT) takes kvsim::parse_integer's grammar only (decimal; no hex or octal prefix, no overflow
+// clamped to the type's limit) and the text is rewritten canonically before CLI11 converts it;
+// a number option (FLOAT) takes parse_finite_double's grammar (no hex float, inf or nan).
+// Messages quote the text as typed ("--max-model-len: '0x10' is not a decimal integer").
+void apply_value_rules(CLI::App& app);
+
 // Splits a comma-separated list; an empty list or an empty item is an error naming the item's
 // position ("--block-sizes: item 1 of ',16' is empty").
 std::vector<std::string> split_list(std::string_view flag, std::string_view text);

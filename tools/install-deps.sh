@@ -3,7 +3,9 @@
 # nvcc is optional: the CUDA backend builds when it is found (see KVSIM_CUDA).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
-      libbenchmark-dev libxxhash-dev libabsl-dev zlib1g-dev python3 python3-matplotlib)
+      libbenchmark-dev libxxhash-dev libabsl-dev zlib1g-dev python3 python3-matplotlib
+      # clang + libclang-rt-dev (libFuzzer): the fuzz targets' smoke runs (docs/files.md).
+      clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

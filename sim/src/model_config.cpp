@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kvsim/core/planner.h"
+#include "kvsim/sim/strict_json.h"
+#include "kvsim/sim/trace_line_reader.h"
 
 namespace kvsim {
 namespace {
@@ -23,6 +25,8 @@ using nlohmann::json;
 // parameter estimate, which is bounded as a whole; positions stay in the replay's int32 range.
 constexpr int64_t kMaxWidth = int64_t{1} << 24;
 constexpr int64_t kMaxPositions = INT32_MAX;
+// The largest config.json read: real ones are a few KiB.
+constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;
 
 // Reads one config object; errors name the source, the line of the field and the field.
 class ConfigReader {
@@ -124,12 +128,9 @@ std::string serving_dtype(const ConfigReader& r) {
 }  // namespace
 
 ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(fmt::format("{}: malformed JSON: {}", source, e.what()));
-  }
+  // Strict: a repeated key (which a plain parse resolves to its last value), a NUL byte
+  // (which ends a plain parse early) and trailing garbage are refused with the line.
+  const json root = parse_strict_json(text, source);
   if (!root.is_object()) {
     throw std::runtime_error(fmt::format("{}: expected a JSON object at the top level", source));
   }
@@ -252,15 +253,12 @@ ModelSpec load_hf_config(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     throw std::runtime_error(fmt::format("{}: is a directory, not a config.json file", path));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw std::runtime_error(
-        fmt::format("{}: cannot open config file: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(fmt::format("{}: read error", path));
-  return parse_hf_config(buf.str(), path);
+  // A config is small: its limit stops /dev/zero or a wrong path early, with the path named.
+  InputLimits limits;
+  limits.max_bytes = kMaxConfigBytes;
+  limits.max_line_bytes = 0;  // minified configs are one line
+  limits.has_flags = false;
+  return parse_hf_config(read_text_file(path, limits), path);
 }
 
 }  // namespace kvsim

@@ -52,6 +52,16 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   nlohmann::ordered_json j;
   j["trace"] = ctx.trace_path;
   j["format"] = ctx.trace_format;
+  // With --json - the dropped-rows line on stderr may be lost: the counts are here too.
+  j["rows_read"] = ctx.trace_rows;
+  nlohmann::ordered_json dropped = nlohmann::ordered_json::object();
+  int64_t dropped_total = 0;
+  for (const auto& [reason, count] : ctx.dropped_by_reason) {
+    dropped[reason] = count;
+    dropped_total += count;
+  }
+  j["rows_dropped"] = dropped_total;
+  j["rows_dropped_by_reason"] = dropped;
   j["model"] = ctx.model;
   j["gpu"] = ctx.gpu;
   j["requests"] = s.requests;

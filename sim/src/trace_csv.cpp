@@ -19,6 +19,7 @@ struct Columns {
   int input = -1;
   int output = -1;
   int session = -1;
+  int total = -1;  // BurstGPT's "Total tokens", checked against request + response
   const char* arrival_name = nullptr;
   const char* input_name = nullptr;
   const char* output_name = nullptr;
@@ -73,6 +74,7 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
       c.arrival_name = "Timestamp", c.input_name = "Request tokens",
       c.output_name = "Response tokens";
       c.session = find_column(header, "Session ID");
+      c.total = find_column(header, "Total tokens");
       break;
     case TraceFormat::SHAREGPT:
       c.input_name = "num_prefill_tokens", c.output_name = "num_decode_tokens";
@@ -139,6 +141,24 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
                            raw);
         }
         r.arrival_ns = *t;
+      }
+      if (c.total >= 0) {
+        // A row whose total disagrees with its parts has at least one wrong count, and nothing
+        // says which: refuse it rather than replay a guess.
+        const std::string_view raw = trace_parse::trim(fields[static_cast<size_t>(c.total)]);
+        const auto total = trace_parse::parse_int(raw);
+        if (!total) {
+          throw TraceError(path, reader.line_number(), "Total tokens", "not an integer token count",
+                           raw);
+        }
+        const int64_t sum = int64_t{r.input_tokens} + r.output_tokens;
+        if (*total != sum) {
+          throw TraceError(
+              path, reader.line_number(), "Total tokens",
+              fmt::format("differs from Request tokens + Response tokens ({} + {} = {})",
+                          r.input_tokens, r.output_tokens, sum),
+              raw);
+        }
       }
       if (c.session >= 0) {
         r.session_id = std::string(trace_parse::trim(fields[static_cast<size_t>(c.session)]));

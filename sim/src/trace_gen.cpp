@@ -15,7 +15,9 @@ namespace kvsim {
 namespace {
 
 constexpr int64_t kMaxZipf = 1 << 20;
-constexpr int64_t kMaxRequests = int64_t{1} << 31;
+// 16.8 M requests: about 2 GiB of records in memory before the file is written, checked before
+// anything is generated (a larger -n grew until memory ran out).
+constexpr int64_t kMaxRequests = int64_t{1} << 24;
 // Gamma gaps: cv outside this range is a typo, and its shape 1/cv^2 would underflow/overflow.
 constexpr double kMinCv = 1e-3;
 constexpr double kMaxCv = 1e3;
@@ -142,9 +144,14 @@ void validate(const TraceGenOptions& o) {
   check(o.arrival != GenArrival::GAMMA || (o.cv >= kMinCv && o.cv <= kMaxCv),
         fmt::format("--cv must be in [{:g}, {:g}] (got {:g})", kMinCv, kMaxCv, o.cv));
   check(o.arrival != GenArrival::BURST ||
-            (o.burst_size >= 1 && o.burst_period_s > 0 && std::isfinite(o.burst_period_s)),
-        fmt::format("burst arrivals need --burst-size >= 1 and --burst-period > 0 (got {}, {})",
+            (o.burst_size >= 1 && o.burst_period_s > 0 && std::isfinite(o.burst_period_s) &&
+             o.burst_period_s * 1e9 >= 0.5),
+        fmt::format("burst arrivals need --burst-size >= 1 and --burst-period >= 1 ns (got {}, {})",
                     o.burst_size, o.burst_period_s));
+  // Checked before the prefix arithmetic below divides by it.
+  check(o.hash_block_size >= 1,
+        fmt::format("--hash-block-size must be >= 1 (got {})", o.hash_block_size));
+  check(o.vocab_size >= 1, "--vocab-size must be >= 1");
   check(o.prefix_groups >= 0 && o.prefix_tokens >= 0,
         "--prefix-groups and --prefix-tokens must be >= 0");
   check(o.prefix_groups == 0 || o.prefix_tokens > 0, "--prefix-groups needs --prefix-tokens > 0");
@@ -178,9 +185,6 @@ void validate(const TraceGenOptions& o) {
                         o.prefix_groups, o.prefix_tokens, kMaxGeneratedElements));
     }
   }
-  check(o.hash_block_size >= 1,
-        fmt::format("--hash-block-size must be >= 1 (got {})", o.hash_block_size));
-  check(o.vocab_size >= 1, "--vocab-size must be >= 1");
   check(o.priority_levels >= 1, "--priority-levels must be >= 1");
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kvsim/sim/strict_json.h"
 #include "kvsim/sim/trace_parse.h"
 #include "trace_readers.h"
 
@@ -218,6 +219,11 @@ class RecordParser {
   TraceRequest parse(std::string_view line, int64_t line_no, bool terminated) {
     line_ = line;
     line_no_ = line_no;
+    // nlohmann's lexer takes a NUL for the end of the input: the rest of the line would be
+    // ignored, a whole record included.
+    if (const size_t nul = line.find('\0'); nul != std::string_view::npos) {
+      fail("record", fmt::format("NUL byte at column {}", nul + 1), line);
+    }
     handler_.reset();
     const bool ok = json::sax_parse(line.begin(), line.end(), &handler_);
     if (handler_.not_object()) fail("record", "not a JSON object", line);
@@ -360,26 +366,44 @@ class RecordParser {
 
 }  // namespace
 
+namespace {
+
+json parse_first_record(std::string_view line, const std::string& path, int64_t line_number) {
+  try {
+    return parse_strict_json(line, path, line_number);
+  } catch (const JsonInputError& e) {
+    // The same words as for any other line (RecordParser), so the cause is visible.
+    throw TraceError(path, line_number, "record", e.problem(), line);
+  }
+}
+
+}  // namespace
+
 TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& path,
                                 int64_t line_number) {
-  json j;
-  try {
-    j = json::parse(first_line.begin(), first_line.end());
-  } catch (const json::exception& e) {
-    // The same words as for any other line (RecordParser), so the cause is visible.
-    throw TraceError(path, line_number, "record",
-                     fmt::format("malformed JSON: {}", json_error_text(e)), first_line);
-  }
+  const json j = parse_first_record(first_line, path, line_number);
   if (!j.is_object()) {
     throw TraceError(path, line_number, "record", "not a JSON object", first_line);
   }
-  if (j.contains("input_tokens") || j.contains("arrival_s")) return TraceFormat::KVSIM;
+  if (j.contains("kvsim_trace") || j.contains("input_tokens") || j.contains("arrival_s")) {
+    return TraceFormat::KVSIM;
+  }
   if (j.contains("input_length")) {
-    // Bailian records carry chat ids and float-second timestamps; Mooncake's are integer ms.
-    const bool bailian = j.contains("chat_id") || j.contains("parent_chat_id") ||
-                         j.contains("turn") ||
-                         (j.contains("timestamp") && j["timestamp"].is_number_float());
-    return bailian ? TraceFormat::BAILIAN : TraceFormat::MOONCAKE;
+    // Mooncake and Bailian share their keys but not their clock (timestamp in milliseconds vs
+    // seconds): a wrong guess reads arrivals 1000x off. Only what is certain decides: Bailian's
+    // own keys (chat ids, turn) or Mooncake's layout (integer timestamp with hash_ids and no
+    // Bailian key). Anything else stops and asks.
+    if (j.contains("chat_id") || j.contains("parent_chat_id") || j.contains("turn")) {
+      return TraceFormat::BAILIAN;
+    }
+    const auto ts = j.find("timestamp");
+    if (ts != j.end() && ts->is_number_integer() && j.contains("hash_ids")) {
+      return TraceFormat::MOONCAKE;
+    }
+    throw TraceError(path, line_number, "timestamp",
+                     "cannot tell Mooncake (timestamp in ms) from Bailian (timestamp in s) by "
+                     "this record; pass --format mooncake or --format bailian",
+                     first_line);
   }
   throw TraceError(path, line_number, "record",
                    "unknown JSONL layout (expected input_tokens (kvsim) or input_length "
@@ -387,17 +411,69 @@ TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& 
                    first_line);
 }
 
+namespace {
+
+// kvsim's header line ({"kvsim_trace": 1, "records": N}, trace_writer.h): the declared record
+// count, or nullopt when `line` is not a header.
+std::optional<int64_t> kvsim_header(std::string_view line, const std::string& path,
+                                    int64_t line_number) {
+  if (line.find("\"kvsim_trace\"") == std::string_view::npos) return std::nullopt;
+  const json j = parse_first_record(line, path, line_number);
+  if (!j.is_object() || !j.contains("kvsim_trace")) return std::nullopt;
+  const auto fail = [&](const char* field, const char* problem) {
+    throw TraceError(path, line_number, field, problem, line);
+  };
+  if (j.size() != 2 || !j.contains("records")) {
+    fail("kvsim_trace", "the header holds exactly kvsim_trace and records");
+  }
+  if (!j["kvsim_trace"].is_number_integer() || j["kvsim_trace"].get<int64_t>() != 1) {
+    fail("kvsim_trace", "unsupported version (this kvsim reads version 1)");
+  }
+  if (!j["records"].is_number_unsigned()) fail("records", "not a non-negative integer");
+  const auto n = j["records"].get<uint64_t>();
+  if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    fail("records", "out of range");
+  }
+  return static_cast<int64_t>(n);
+}
+
+}  // namespace
+
 void read_jsonl_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
   RecordParser parser(format, reader.path(), sink.options());
   std::string_view line;
+  std::optional<int64_t> declared;  // the header's record count
+  int64_t header_line = 0;
+  int64_t records = 0;
+  bool first = true;
   while (reader.next(line)) {
     if (trace_parse::trim(line).empty()) continue;
+    if (first) {
+      first = false;
+      if (format == TraceFormat::KVSIM) {
+        declared = kvsim_header(line, reader.path(), reader.line_number());
+        if (declared) {
+          header_line = reader.line_number();
+          continue;
+        }
+      }
+    }
+    ++records;
     sink.count_row();
     try {
       sink.add(parser.parse(line, reader.line_number(), reader.last_line_terminated()));
     } catch (const TraceError& e) {
       sink.bad_row(e);
     }
+  }
+  // A file written by kvsim gen declares its length: fewer (or more) records mean a copy or a
+  // write cut short, which must not pass for a short trace.
+  if (declared && records != *declared) {
+    throw TraceError(reader.path(), reader.line_number(), "records",
+                     fmt::format("the header on line {} declares {} records and the file holds "
+                                 "{}: cut short or damaged",
+                                 header_line, *declared, records),
+                     fmt::format("{} records", records));
   }
 }
 

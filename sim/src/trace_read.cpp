@@ -37,7 +37,13 @@ int64_t seconds_to_ns(double s, const char* what) {
   if (!std::isfinite(s) || s < 0 || s > 9.2e9) {
     throw std::invalid_argument(fmt::format("{} must be a finite number of seconds >= 0", what));
   }
-  return std::llround(s * 1e9);
+  const int64_t ns = std::llround(s * 1e9);
+  // A positive length that rounds to 0 ns would silently mean "unset" (0 = to the end).
+  if (s > 0 && ns == 0) {
+    throw std::invalid_argument(
+        fmt::format("{} {:g}: rounds to 0 ns; give at least 1e-9 seconds, or 0", what, s));
+  }
+  return ns;
 }
 
 void validate(const TraceReadOptions& o) {
@@ -252,7 +258,7 @@ TraceFormat detect_trace_format(std::string_view first_line, const std::string& 
 
 Trace read_trace(const std::string& path, const TraceReadOptions& options) {
   validate(options);
-  LineReader reader(path);
+  LineReader reader(path, options.limits);
   Trace trace;
   trace.path = path;
   int64_t first_line_number = 1;

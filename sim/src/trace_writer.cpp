@@ -3,8 +3,8 @@
 #include <zlib.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 
@@ -19,59 +19,51 @@ bool ends_with(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Buffered output to a plain file, stdout or a gzip file.
+// Plain or gzip output into a stream.
 class Sink {
  public:
-  explicit Sink(const std::string& path) : path_(path) {
-    if (path == "-") {
-      file_ = stdout;
-    } else if (ends_with(path, ".gz")) {
-      gz_ = gzopen(path.c_str(), "wb");
-      if (!gz_) fail(std::strerror(errno));
-    } else {
-      file_ = std::fopen(path.c_str(), "wb");
-      if (!file_) fail(std::strerror(errno));
+  Sink(std::ostream& out, bool gzip) : out_(out), gzip_(gzip) {
+    // windowBits 16 + 15: a gzip wrapper with zlib's default header, as gzopen() writes.
+    if (gzip_ && deflateInit2(&z_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                              Z_DEFAULT_STRATEGY) != Z_OK) {
+      throw std::runtime_error("cannot initialise zlib");
     }
   }
   ~Sink() {
-    if (gz_) gzclose(gz_);
-    if (file_ && file_ != stdout) std::fclose(file_);
+    if (gzip_) deflateEnd(&z_);
   }
   Sink(const Sink&) = delete;
   Sink& operator=(const Sink&) = delete;
 
   void write(std::string_view s) {
-    if (s.empty()) return;
-    if (gz_) {
-      if (gzwrite(gz_, s.data(), static_cast<unsigned>(s.size())) != static_cast<int>(s.size())) {
-        int err = 0;
-        fail(gzerror(gz_, &err));
-      }
-    } else if (std::fwrite(s.data(), 1, s.size(), file_) != s.size()) {
-      fail(std::strerror(errno));
+    if (!gzip_) {
+      out_.write(s.data(), static_cast<std::streamsize>(s.size()));
+      return;
     }
+    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+    z_.avail_in = static_cast<uInt>(s.size());
+    deflate_all(Z_NO_FLUSH);
   }
   void close() {
-    if (gz_) {
-      const int rc = gzclose(gz_);
-      gz_ = nullptr;
-      if (rc != Z_OK) fail("gzclose failed");
-    } else if (file_ == stdout) {
-      if (std::fflush(stdout) != 0) fail(std::strerror(errno));
-    } else if (file_) {
-      const int rc = std::fclose(file_);
-      file_ = nullptr;
-      if (rc != 0) fail(std::strerror(errno));
-    }
+    if (gzip_) deflate_all(Z_FINISH);
+    out_.flush();
   }
 
  private:
-  [[noreturn]] void fail(const char* why) {
-    throw std::runtime_error(fmt::format("{}: cannot write: {}", path_, why));
+  void deflate_all(int flush) {
+    char buf[1 << 16];
+    while (true) {
+      z_.next_out = reinterpret_cast<Bytef*>(buf);
+      z_.avail_out = sizeof buf;
+      const int rc = deflate(&z_, flush);
+      if (rc == Z_STREAM_ERROR) throw std::runtime_error("gzip compression failed");
+      out_.write(buf, static_cast<std::streamsize>(sizeof buf - z_.avail_out));
+      if (flush == Z_FINISH ? rc == Z_STREAM_END : z_.avail_in == 0 && z_.avail_out != 0) return;
+    }
   }
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  gzFile gz_ = nullptr;
+  std::ostream& out_;
+  bool gzip_;
+  z_stream z_{};
 };
 
 template <typename T>
@@ -112,9 +104,14 @@ std::string format_kvsim_jsonl(const TraceRequest& r) {
   return out;
 }
 
-void write_kvsim_jsonl(const std::string& path, const std::vector<TraceRequest>& requests) {
-  Sink sink(path);
-  std::string buf;
+std::string kvsim_jsonl_header(size_t num_records) {
+  return fmt::format("{{\"kvsim_trace\": 1, \"records\": {}}}", num_records);
+}
+
+void write_kvsim_jsonl(std::ostream& out, const std::vector<TraceRequest>& requests, bool gzip) {
+  Sink sink(out, gzip);
+  std::string buf = kvsim_jsonl_header(requests.size());
+  buf.push_back('\n');
   for (const auto& r : requests) {
     buf += format_kvsim_jsonl(r);
     buf.push_back('\n');
@@ -125,6 +122,20 @@ void write_kvsim_jsonl(const std::string& path, const std::vector<TraceRequest>&
   }
   sink.write(buf);
   sink.close();
+}
+
+void write_kvsim_jsonl(const std::string& path, const std::vector<TraceRequest>& requests) {
+  errno = 0;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    throw std::runtime_error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  }
+  write_kvsim_jsonl(out, requests, ends_with(path, ".gz"));
+  out.close();
+  if (!out) {
+    throw std::runtime_error(fmt::format("{}: cannot write: {}", path,
+                                         errno != 0 ? std::strerror(errno) : "write error"));
+  }
 }
 
 }  // namespace kvsim

@@ -106,7 +106,7 @@ TEST_F(CliBadInput, MergeTakesOnlyFilesAndOutput) {
   expect_error("sweep --merge " + path("a.csv") + " --model qwen2.5-7b --block-sizes 16",
                "--merge takes only the shard CSVs and -o/--output (got --model)");
   expect_error("sweep --merge " + path("a.csv") + " -o " + path("a.csv"),
-               "-o " + path("a.csv") + " is also a --merge input");
+               "--output " + path("a.csv") + ": is the same file as the --merge input");
 }
 
 // ---- 3: nothing left to replay ----
@@ -231,7 +231,7 @@ TEST_F(CliBadInput, IgnoredOrCoercedFlagsAreErrors) {
   expect_error(sweep("--block-sizes ,16"), "--block-sizes: item 1 of ',16' is empty");
   expect_error(sweep("--block-sizes 16,,32"), "--block-sizes: item 2 of '16,,32' is empty");
   expect_error(sweep("--block-sizes 16,x"), "--block-sizes: 'x' is not an integer");
-  expect_error(sweep("--kv-cache-dtypes \"\""), "--kv-cache-dtypes: empty list");
+  expect_error(sweep("--kv-cache-dtypes \"\""), "--kv-cache-dtypes: empty value");
 }
 
 // ---- 8: --help tells the truth; shape flags work on the default model ----

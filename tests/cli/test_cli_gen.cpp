@@ -37,10 +37,16 @@ void expect_error(const std::string& args, const std::string& message) {
   EXPECT_EQ(r.out, fmt::format("kvsim: error: {}\n", message));
 }
 
+// The records of gen's output, after checking its header line declares their number.
 std::vector<nlohmann::json> records(const std::string& jsonl) {
   std::vector<nlohmann::json> out;
   std::istringstream in(jsonl);
+  std::string header;
+  std::getline(in, header);
   for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  const nlohmann::json h = nlohmann::json::parse(header);
+  EXPECT_EQ(h.at("kvsim_trace"), 1);
+  EXPECT_EQ(h.at("records").get<size_t>(), out.size());
   return out;
 }
 

@@ -137,7 +137,7 @@ TEST(TraceErrors, GzipIsDetectedByMagicBytes) {
   EXPECT_EQ(t.requests[3].input_tokens, 10);
   EXPECT_EQ(t.requests[3].arrival_ns, 4'819'410'000);
   bool gz = false;
-  read_text_file(fixture("azure_head.csv.gz"), &gz);
+  read_text_file(fixture("azure_head.csv.gz"), {}, &gz);
   EXPECT_TRUE(gz);
 }
 

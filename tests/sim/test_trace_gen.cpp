@@ -83,7 +83,7 @@ TEST(TraceGen, SameSeedSameBytesDifferentSeedDifferentBytes) {
   raw_a.resize(std::fread(raw_a.data(), 1, raw_a.size(), fa));
   std::fclose(fa);
   bool gz = false;
-  EXPECT_EQ(read_text_file(ga, &gz), ta);
+  EXPECT_EQ(read_text_file(ga, {}, &gz), ta);
   EXPECT_TRUE(gz);
   EXPECT_LT(raw_a.size(), ta.size() / 2);
   FILE* fb = std::fopen(gb.c_str(), "rb");

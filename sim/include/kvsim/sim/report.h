@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <span>
 #include <string>
@@ -32,6 +33,8 @@ struct ReportContext {
   std::string trace_format;
   int64_t trace_rows = 0;
   std::string dropped_rows;  // describe_dropped(), may be empty
+  // Trace::dropped: rows dropped by reason (the JSON's rows_dropped_by_reason).
+  std::map<std::string, int64_t> dropped_by_reason;
   std::string model;
   std::string gpu;
   std::string kv_cache_dtype;

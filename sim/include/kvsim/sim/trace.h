@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvsim/sim/trace_line_reader.h"
+
 namespace kvsim {
 
 // The on-disk layouts kvsim reads. AUTO detects the layout from the header (CSV) or the keys of
@@ -121,6 +123,7 @@ struct TraceReadOptions {
   ArrivalMode arrival = ArrivalMode::TRACE;
   double rate = 0;  // req/s for ArrivalMode::POISSON
   uint64_t seed = 0;
+  InputLimits limits;  // size and line-length caps on the file (--max-input-bytes/-line-bytes)
 };
 
 // Reads a trace file (plain or gzip-compressed, detected by magic bytes). Throws TraceError on

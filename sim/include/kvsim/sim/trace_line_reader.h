@@ -8,18 +8,32 @@
 
 namespace kvsim {
 
+// Limits on one text input, enforced while it is read and inflated, so that /dev/zero, a gzip
+// bomb or a file that is not text fails early with a message naming the input and the limit
+// (docs/files.md). 0 = no limit.
+inline constexpr int64_t kDefaultMaxInputBytes = int64_t{4} << 30;   // 4 GiB, decompressed
+inline constexpr int64_t kDefaultMaxLineBytes = int64_t{256} << 20;  // 256 MiB per line
+struct InputLimits {
+  int64_t max_bytes = kDefaultMaxInputBytes;
+  int64_t max_line_bytes = kDefaultMaxLineBytes;
+  // The flags that raise the limits, for the message; an input without flags says so.
+  bool has_flags = true;
+};
+
 // Reads a file into memory, decompressing it when it starts with the gzip magic bytes
 // (concatenated gzip members are read in sequence). Throws std::runtime_error naming the file
-// when it cannot be opened or read (a directory included), and when a gzip stream is corrupt,
-// cut short, or followed by bytes that are not another gzip member.
-std::string read_text_file(const std::string& path, bool* was_gzip = nullptr);
+// when it cannot be opened or read (a directory included), when a limit is exceeded, when a
+// gzip header is invalid (checked before anything is inflated), and when a gzip stream is
+// corrupt, cut short, or followed by bytes that are not another gzip member.
+std::string read_text_file(const std::string& path, const InputLimits& limits = {},
+                           bool* was_gzip = nullptr);
 
 // Hands out the lines of a file in order. A line excludes its "\n" and a "\r" before it.
 // line_number() is 1-based and counts every line, blank ones included, so that it matches what
 // an editor shows.
 class LineReader {
  public:
-  explicit LineReader(const std::string& path);
+  explicit LineReader(const std::string& path, const InputLimits& limits = {});
 
   // The next line, or false at the end of the file. A final line without "\n" is still a line.
   bool next(std::string_view& line);
