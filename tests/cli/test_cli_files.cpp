@@ -177,8 +177,9 @@ TEST_F(CliFiles, SigtermStopsAReplayCleanly) {
             "--no-progress", "--timeline", out.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait until the temporary exists (outputs are opened right before the replay starts).
-  for (int i = 0; i < 3000 && temporaries() == 0; ++i) {
+  // Wait until the temporary exists (outputs are opened right before the replay starts; reading
+  // the trace takes a while under the sanitizers).
+  for (int i = 0; i < 24000 && temporaries() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_EQ(temporaries(), 1);
