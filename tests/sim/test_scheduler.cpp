@@ -11,74 +11,23 @@
 #include <vector>
 
 #include "kvsim/sim/scheduler.h"
+#include "scheduler_harness.h"
 
 namespace kvsim {
 namespace {
 
-std::vector<BlockId> ids(std::span<const BlockId> s) {
-  return {s.begin(), s.end()};
-}
+using namespace scheduler_test;
 
-struct Harness {
-  explicit Harness(const SchedulerConfig& c) : s(c) {}
-  // Adds a request whose prompt tokens are given (prefix caching compares them).
-  Request& add(std::vector<int32_t> tokens, int32_t max_tokens, int32_t priority = 0,
-               int64_t arrival_ns = 0) {
-    Request& r = reqs.emplace_back();
-    r.request_id = static_cast<int64_t>(reqs.size()) - 1;
-    r.num_prompt_tokens = static_cast<int32_t>(tokens.size());
-    r.max_tokens = max_tokens;
-    r.priority = priority;
-    r.arrival_time_ns = arrival_ns;
-    r.content.token_ids = std::make_shared<const std::vector<int32_t>>(std::move(tokens));
-    r.content.salt = static_cast<uint64_t>(r.request_id) + 1;
-    s.add_request(&r);
-    return r;
-  }
-  // A prompt of n tokens unique to this harness (base, base+1, ...).
-  Request& add_unique(int32_t n, int32_t max_tokens, int32_t priority = 0, int64_t arrival = 0) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    std::iota(t.begin(), t.end(), next_token);
-    next_token += n + 1000;
-    return add(std::move(t), max_tokens, priority, arrival);
-  }
+// Sync scheduling: one step is schedule() then update_from_output().
+struct Harness : SchedulerHarnessBase {
+  using SchedulerHarnessBase::SchedulerHarnessBase;
   const SchedulerOutput& step() {
     const SchedulerOutput& out = s.schedule();
     s.update_from_output();
     s.kv_cache_manager().check_invariants();
     return out;
   }
-  std::vector<BlockId> table(const Request& r) const {
-    return ids(s.kv_cache_manager().get_block_ids(r.request_id));
-  }
-  std::vector<BlockId> free_queue() const {
-    return s.kv_cache_manager().block_pool().free_block_queue().get_all_free_blocks();
-  }
-  std::vector<int64_t> scheduled_ids(const SchedulerOutput& out) const {
-    std::vector<int64_t> v;
-    for (const auto& x : out.scheduled) v.push_back(x.request_id);
-    return v;
-  }
-  std::vector<int32_t> scheduled_tokens(const SchedulerOutput& out) const {
-    std::vector<int32_t> v;
-    for (const auto& x : out.scheduled) v.push_back(x.num_tokens);
-    return v;
-  }
-  Scheduler s;
-  std::deque<Request> reqs;
-  int32_t next_token = 1;
 };
-
-SchedulerConfig small(int32_t num_blocks, int32_t block_size, bool caching) {
-  SchedulerConfig c;
-  c.num_gpu_blocks = num_blocks;
-  c.block_size = block_size;
-  c.enable_prefix_caching = caching;
-  c.max_model_len = 1000;
-  c.max_num_batched_tokens = 1000;
-  c.max_num_seqs = 16;
-  return c;
-}
 
 // Spec §4.1 worked illustration (v26, caching on, bs=4, N=10, sync, FCFS).
 TEST(SchedulerGolden, Spec41WorkedIllustration) {
@@ -88,8 +37,8 @@ TEST(SchedulerGolden, Spec41WorkedIllustration) {
   Request& r1 = h.add(p1, 2);
   Request& r2 = h.add(p2, 10);
   const SchedulerOutput& o1 = h.step();
-  ASSERT_EQ(h.scheduled_ids(o1), (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(h.scheduled_tokens(o1), (std::vector<int32_t>{10, 2}));  // R2 hits 8 tokens
+  ASSERT_EQ(scheduled_ids(o1), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scheduled_tokens(o1), (std::vector<int32_t>{10, 2}));  // R2 hits 8 tokens
   EXPECT_EQ(o1.scheduled[1].num_prefix_hit_tokens, 8);
   EXPECT_EQ(h.table(r1), (std::vector<BlockId>{1, 2, 3}));
   EXPECT_EQ(h.table(r2), (std::vector<BlockId>{1, 2, 4}));
@@ -97,7 +46,7 @@ TEST(SchedulerGolden, Spec41WorkedIllustration) {
   // Step 2: both decode; R1 reaches max_tokens=2 and frees reversed [3,2,1]: 3 (unhashed) is
   // prepended, 2 and 1 drop to ref 1.
   const SchedulerOutput& o2 = h.step();
-  EXPECT_EQ(h.scheduled_tokens(o2), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(scheduled_tokens(o2), (std::vector<int32_t>{1, 1}));
   EXPECT_TRUE(o2.scheduled[0].finished);
   EXPECT_EQ(r1.status, RequestStatus::FINISHED_LENGTH_CAPPED);
   EXPECT_EQ(h.free_queue(), (std::vector<BlockId>{3, 5, 6, 7, 8, 9}));
@@ -121,12 +70,12 @@ TEST(SchedulerGolden, FcfsVictimOrderAndWaitingFront) {
   Request& d = h.add_unique(4, 10);
   Request& e = h.add_unique(4, 10);
   const SchedulerOutput& o1 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o1), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(scheduled_ids(o1), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(o1.admission_stop, AdmissionStop::MAX_NUM_SEQS);
   // Step 2: every request needs a 2nd block. A takes 5; B preempts D (D's block 4 is prepended
   // and reused by B); C finds nothing and preempts itself.
   const SchedulerOutput& o2 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(o2.admission_stop, AdmissionStop::PREEMPTED);
   EXPECT_EQ(h.table(a), (std::vector<BlockId>{1, 5}));
@@ -152,12 +101,12 @@ TEST(SchedulerGolden, PriorityVictimIsFirstMax) {
   h.add_unique(4, 10, 2, 1);
   h.add_unique(4, 10, 2, 1);
   const SchedulerOutput& o1 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o1), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(scheduled_ids(o1), (std::vector<int64_t>{0, 1, 2}));
   // Step 2: request 0 needs a block: the victim is request 1 (ties with 2, comes first), not the
   // last of running. Then request 2 needs a block and is the max itself.
   const SchedulerOutput& o2 = h.step();
   EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{0}));
   EXPECT_EQ(h.table(h.reqs[0]), (std::vector<BlockId>{1, 2}));
 }
 
@@ -170,15 +119,15 @@ TEST(SchedulerGolden, PrioritySelfPreemptionBreaksTheRunningLoop) {
   h.step();                                               // low alone: prefill 3 -> 4 tokens
   Request& high = h.add_unique(4, 10, /*priority=*/0, 1);
   const SchedulerOutput& o2 = h.step();  // low decodes in its block; high admitted (block 2)
-  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
   // Step 3: low (index 0) needs a 2nd block: victim = max priority = low itself -> break.
   // Order in running is [low, high]; low is the first max.
   const SchedulerOutput& o3 = h.step();
   EXPECT_EQ(o3.preempted_req_ids, (std::vector<int64_t>{0}));
-  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{}));
+  EXPECT_EQ(scheduled_ids(o3), (std::vector<int64_t>{}));
   // Step 4: high needs a 2nd block; low waits; the free block goes to high.
   const SchedulerOutput& o4 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o4), (std::vector<int64_t>{1}));
+  EXPECT_EQ(scheduled_ids(o4), (std::vector<int64_t>{1}));
   EXPECT_EQ(o4.scheduled[0].num_tokens, 1);
   EXPECT_EQ(low.status, RequestStatus::PREEMPTED);
   EXPECT_EQ(h.table(high).size(), 2u);
@@ -196,14 +145,14 @@ TEST(SchedulerGolden, PriorityVictimAlreadyScheduledThisStepIsGivenBack) {
   EXPECT_EQ(h.table(a), (std::vector<BlockId>{1}));
   Request& b = h.add_unique(4, 10, /*priority=*/0, 1);
   const SchedulerOutput& o2 = h.step();  // A decodes in block 1; B admitted into block 2
-  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(h.table(b), (std::vector<BlockId>{2}));
   // Step 3: A (index 0) decodes its 4th token in block 1 and is scheduled. B (5 tokens) needs a
   // second block, none is free: victim = first max of (priority, arrival) = A, already scheduled.
   const SchedulerOutput& o3 = h.step();
   EXPECT_EQ(o3.preempted_req_ids, (std::vector<int64_t>{0}));
-  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{1}));
-  EXPECT_EQ(h.scheduled_tokens(o3), (std::vector<int32_t>{1}));
+  EXPECT_EQ(scheduled_ids(o3), (std::vector<int64_t>{1}));
+  EXPECT_EQ(scheduled_tokens(o3), (std::vector<int32_t>{1}));
   EXPECT_EQ(o3.total_num_scheduled_tokens, 1);          // A's token was given back to the budget
   EXPECT_EQ(h.table(b), (std::vector<BlockId>{2, 1}));  // A's freed block, reused LIFO
   EXPECT_TRUE(h.table(a).empty());
@@ -224,13 +173,13 @@ TEST(SchedulerGolden, NoAdmissionAfterPreemptionThenHeadOfLineBlocking) {
   // Step 2: A takes block 4; B needs a 3rd block, preempts itself (frees 2 blocks). W would
   // fit but the waiting loop does not run.
   const SchedulerOutput& o2 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{a.request_id}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{a.request_id}));
   EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
   EXPECT_EQ(o2.admission_stop, AdmissionStop::PREEMPTED);
   EXPECT_EQ(h.s.kv_cache_manager().num_free_blocks(), 2);
   // Step 3: B (9 tokens = 3 blocks) heads the queue and does not fit in 2 free blocks: break.
   const SchedulerOutput& o3 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{a.request_id}));
+  EXPECT_EQ(scheduled_ids(o3), (std::vector<int64_t>{a.request_id}));
   EXPECT_EQ(o3.admission_stop, AdmissionStop::KV_CACHE);
   EXPECT_EQ(w.status, RequestStatus::WAITING);
 }
@@ -244,19 +193,19 @@ TEST(SchedulerGolden, ChunkedPrefillBudgetSplits) {
   Request& a = h.add_unique(20, 5);
   h.add_unique(6, 5);
   const SchedulerOutput& o1 = h.step();
-  EXPECT_EQ(h.scheduled_tokens(o1), (std::vector<int32_t>{8}));
+  EXPECT_EQ(scheduled_tokens(o1), (std::vector<int32_t>{8}));
   EXPECT_EQ(o1.admission_stop, AdmissionStop::TOKEN_BUDGET);
   EXPECT_FALSE(o1.scheduled[0].sampled);
   const SchedulerOutput& o2 = h.step();
-  EXPECT_EQ(h.scheduled_tokens(o2), (std::vector<int32_t>{8}));
+  EXPECT_EQ(scheduled_tokens(o2), (std::vector<int32_t>{8}));
   const SchedulerOutput& o3 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o3), (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(h.scheduled_tokens(o3), (std::vector<int32_t>{4, 4}));
+  EXPECT_EQ(scheduled_ids(o3), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scheduled_tokens(o3), (std::vector<int32_t>{4, 4}));
   EXPECT_TRUE(o3.scheduled[0].sampled);
   EXPECT_FALSE(o3.scheduled[1].sampled);
   EXPECT_EQ(a.num_output_tokens, 1);
   const SchedulerOutput& o4 = h.step();
-  EXPECT_EQ(h.scheduled_tokens(o4), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(scheduled_tokens(o4), (std::vector<int32_t>{1, 2}));
   EXPECT_TRUE(o4.scheduled[0].is_decode);
   EXPECT_FALSE(o4.scheduled[1].is_decode);
   EXPECT_TRUE(o4.scheduled[1].sampled);
@@ -269,9 +218,9 @@ TEST(SchedulerGolden, LongPrefillThresholdAndChunkingOff) {
   c.long_prefill_token_threshold = 5;
   Harness h(c);
   h.add_unique(12, 2);
-  EXPECT_EQ(h.scheduled_tokens(h.step()), (std::vector<int32_t>{5}));
-  EXPECT_EQ(h.scheduled_tokens(h.step()), (std::vector<int32_t>{5}));
-  EXPECT_EQ(h.scheduled_tokens(h.step()), (std::vector<int32_t>{2}));
+  EXPECT_EQ(scheduled_tokens(h.step()), (std::vector<int32_t>{5}));
+  EXPECT_EQ(scheduled_tokens(h.step()), (std::vector<int32_t>{5}));
+  EXPECT_EQ(scheduled_tokens(h.step()), (std::vector<int32_t>{2}));
 
   SchedulerConfig off = small(100, 4, false);
   off.max_num_batched_tokens = 8;
@@ -282,7 +231,7 @@ TEST(SchedulerGolden, LongPrefillThresholdAndChunkingOff) {
   g.add_unique(6, 1);
   g.add_unique(6, 1);
   const SchedulerOutput& o = g.step();  // 6 + 6 > 8: the second prompt waits whole
-  EXPECT_EQ(g.scheduled_tokens(o), (std::vector<int32_t>{6}));
+  EXPECT_EQ(scheduled_tokens(o), (std::vector<int32_t>{6}));
   EXPECT_EQ(o.admission_stop, AdmissionStop::TOKEN_BUDGET);
 }
 
@@ -303,7 +252,7 @@ TEST(SchedulerGolden, ResumedRequestReHitsOwnPrefix) {
   EXPECT_EQ(o6.admission_stop, AdmissionStop::KV_CACHE);
   EXPECT_EQ(a.status, RequestStatus::FINISHED_LENGTH_CAPPED);
   const SchedulerOutput& o7 = h.step();
-  ASSERT_EQ(h.scheduled_ids(o7), (std::vector<int64_t>{b.request_id}));
+  ASSERT_EQ(scheduled_ids(o7), (std::vector<int64_t>{b.request_id}));
   EXPECT_TRUE(o7.scheduled[0].is_resumed);
   EXPECT_EQ(o7.scheduled[0].num_prefix_hit_tokens, 8);  // blocks 2,3 survived; 4 was evicted
   EXPECT_EQ(o7.scheduled[0].num_tokens, 13 - 8);
@@ -426,7 +375,7 @@ TEST(SchedulerGolden, SwapOutThenSwapInWithoutRecompute) {
   // Step 2: A takes block 4; B needs a 3rd block, none is free: B preempts itself. Its 8
   // computed tokens fill 2 blocks -> slots 0, 1; then [3, 2] is freed (reverse order).
   const SchedulerOutput& o2 = h.step();
-  EXPECT_EQ(h.scheduled_ids(o2), (std::vector<int64_t>{a.request_id}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{a.request_id}));
   EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{b.request_id}));
   EXPECT_EQ(o2.swapped_out_req_ids, (std::vector<int64_t>{b.request_id}));
   EXPECT_EQ(swaps(o2.swap_out), (std::vector<std::pair<BlockId, int64_t>>{{2, 0}, {3, 1}}));
@@ -452,7 +401,7 @@ TEST(SchedulerGolden, SwapOutThenSwapInWithoutRecompute) {
   // blocks [4, 1, 3]; the first cdiv(8, 4) = 2 are filled from slots 0 and 1; only the sampled
   // token is computed (a decode), and the host slots are free again.
   const SchedulerOutput& o4 = h.step();
-  ASSERT_EQ(h.scheduled_ids(o4), (std::vector<int64_t>{b.request_id}));
+  ASSERT_EQ(scheduled_ids(o4), (std::vector<int64_t>{b.request_id}));
   EXPECT_EQ(swaps(o4.swap_in), (std::vector<std::pair<BlockId, int64_t>>{{4, 0}, {1, 1}}));
   EXPECT_EQ(o4.swapped_in_req_ids, (std::vector<int64_t>{b.request_id}));
   EXPECT_TRUE(o4.swap_out.empty());
@@ -485,7 +434,7 @@ TEST(SchedulerGolden, SwapFallsBackToRecomputeWhenHostSlotsRunOut) {
   h.step();
   // Resumed by recompute: all 9 tokens are prefilled again, nothing is swapped in.
   const SchedulerOutput& o4 = h.step();
-  ASSERT_EQ(h.scheduled_ids(o4), (std::vector<int64_t>{b.request_id}));
+  ASSERT_EQ(scheduled_ids(o4), (std::vector<int64_t>{b.request_id}));
   EXPECT_EQ(o4.scheduled[0].num_tokens, 9);
   EXPECT_FALSE(o4.scheduled[0].is_swapped_in);
   EXPECT_TRUE(o4.swap_in.empty());

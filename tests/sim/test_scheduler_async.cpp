@@ -21,74 +21,24 @@
 
 #include "kvsim/sim/engine_core.h"
 #include "kvsim/sim/scheduler.h"
+#include "scheduler_harness.h"
 
 namespace kvsim {
 namespace {
 
-std::vector<BlockId> ids(std::span<const BlockId> s) {
-  return {s.begin(), s.end()};
-}
+using namespace scheduler_test;
 
-struct AsyncHarness {
-  explicit AsyncHarness(SchedulerConfig c) : s((c.async_scheduling = true, c)), engine(s) {}
-  Request& add(std::vector<int32_t> tokens, int32_t max_tokens) {
-    Request& r = reqs.emplace_back();
-    r.request_id = static_cast<int64_t>(reqs.size()) - 1;
-    r.num_prompt_tokens = static_cast<int32_t>(tokens.size());
-    r.max_tokens = max_tokens;
-    r.content.token_ids = std::make_shared<const std::vector<int32_t>>(std::move(tokens));
-    r.content.salt = static_cast<uint64_t>(r.request_id) + 1;
-    s.add_request(&r);
-    return r;
-  }
-  Request& add_unique(int32_t n, int32_t max_tokens) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    std::iota(t.begin(), t.end(), next_token);
-    next_token += n + 1000;
-    return add(std::move(t), max_tokens);
-  }
+// Async scheduling: one step is one EngineCore::step() (vLLM's step_with_batch_queue).
+struct AsyncHarness : SchedulerHarnessBase {
+  explicit AsyncHarness(SchedulerConfig c)
+      : SchedulerHarnessBase((c.async_scheduling = true, c)), engine(s) {}
   EngineStep step() {
     const EngineStep st = engine.step();
     s.kv_cache_manager().check_invariants();
     return st;
   }
-  std::vector<BlockId> table(const Request& r) const {
-    return ids(s.kv_cache_manager().get_block_ids(r.request_id));
-  }
-  std::vector<BlockId> new_blocks(const SchedulerOutput& out, size_t i) const {
-    const ScheduledRequest& x = out.scheduled[i];
-    return {out.new_block_ids.begin() + x.new_blocks_begin,
-            out.new_block_ids.begin() + x.new_blocks_begin + x.new_blocks_count};
-  }
-  static std::vector<int64_t> scheduled_ids(const SchedulerOutput& out) {
-    std::vector<int64_t> v;
-    for (const auto& x : out.scheduled) v.push_back(x.request_id);
-    return v;
-  }
-  static std::vector<int32_t> scheduled_tokens(const SchedulerOutput& out) {
-    std::vector<int32_t> v;
-    for (const auto& x : out.scheduled) v.push_back(x.num_tokens);
-    return v;
-  }
-  std::vector<BlockId> free_queue() const {
-    return s.kv_cache_manager().block_pool().free_block_queue().get_all_free_blocks();
-  }
-  Scheduler s;
   EngineCore engine;
-  std::deque<Request> reqs;
-  int32_t next_token = 1;
 };
-
-SchedulerConfig small(int32_t num_blocks, int32_t block_size, bool caching) {
-  SchedulerConfig c;
-  c.num_gpu_blocks = num_blocks;
-  c.block_size = block_size;
-  c.enable_prefix_caching = caching;
-  c.max_model_len = 1000;
-  c.max_num_batched_tokens = 1000;
-  c.max_num_seqs = 16;
-  return c;
-}
 
 // The spec §4.1 illustration (bs=4, N=10, caching on, FCFS) under async scheduling. Sync gives
 // R3 the blocks [3, 5] in its step 3 (test_scheduler.cpp); async gives [5, 6], because R2's slot
@@ -105,8 +55,8 @@ TEST(AsyncSchedulerGolden, Spec41WorkedIllustration) {
   ASSERT_NE(s1.scheduled, nullptr);
   EXPECT_EQ(s1.processed, nullptr);
   const SchedulerOutput& o0 = *s1.scheduled;
-  EXPECT_EQ(AsyncHarness::scheduled_ids(o0), (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(AsyncHarness::scheduled_tokens(o0), (std::vector<int32_t>{10, 2}));
+  EXPECT_EQ(scheduled_ids(o0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scheduled_tokens(o0), (std::vector<int32_t>{10, 2}));
   EXPECT_FALSE(o0.scheduled[0].is_prefill_chunk);
   EXPECT_EQ(h.table(r1), (std::vector<BlockId>{1, 2, 3}));
   EXPECT_EQ(h.table(r2), (std::vector<BlockId>{1, 2, 4}));
@@ -124,7 +74,7 @@ TEST(AsyncSchedulerGolden, Spec41WorkedIllustration) {
   EXPECT_EQ(s2.processed->step_index, 0);
   const SchedulerOutput& o1 = *s2.scheduled;
   EXPECT_EQ(o1.step_index, 1);
-  EXPECT_EQ(AsyncHarness::scheduled_tokens(o1), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(scheduled_tokens(o1), (std::vector<int32_t>{1, 1}));
   EXPECT_EQ(o1.scheduled[0].num_computed_tokens, 10);
   EXPECT_TRUE(o1.scheduled[0].is_decode);
   EXPECT_EQ(o1.scheduled[0].num_output_placeholders, 1);  // scheduled one token ahead
@@ -140,7 +90,7 @@ TEST(AsyncSchedulerGolden, Spec41WorkedIllustration) {
   // 3 reaches ref 0 and, unhashed, goes to the front of the free queue.
   const EngineStep s3 = h.step();
   const SchedulerOutput& o2 = *s3.scheduled;
-  EXPECT_EQ(AsyncHarness::scheduled_ids(o2), (std::vector<int64_t>{1}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{1}));
   ASSERT_NE(s3.processed, nullptr);
   EXPECT_EQ(s3.processed->step_index, 1);
   EXPECT_TRUE(s3.processed->scheduled[0].finished);
@@ -159,8 +109,8 @@ TEST(AsyncSchedulerGolden, Spec41WorkedIllustration) {
   const EngineStep s4 = h.step();
   const SchedulerOutput& o3 = *s4.scheduled;
   EXPECT_EQ(o3.finished_req_ids, (std::vector<int64_t>{0}));
-  EXPECT_EQ(AsyncHarness::scheduled_ids(o3), (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(h.new_blocks(o3, 0), (std::vector<BlockId>{3}));
+  EXPECT_EQ(scheduled_ids(o3), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(new_blocks(o3, 0), (std::vector<BlockId>{3}));
   EXPECT_EQ(h.table(r2), (std::vector<BlockId>{1, 2, 4, 3}));
   EXPECT_EQ(h.table(r3), (std::vector<BlockId>{5, 6}));
   EXPECT_TRUE(o3.scheduled[1].is_new);
@@ -184,7 +134,7 @@ TEST(AsyncSchedulerGolden, PreemptedWithTokenInFlight) {
   EXPECT_EQ(h.table(b), (std::vector<BlockId>{2}));
   // schedule(1): A and B at position 3 (4 slots, 1 block each: nothing new); process batch 0.
   const EngineStep s2 = h.step();
-  EXPECT_EQ(AsyncHarness::scheduled_tokens(*s2.scheduled), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(scheduled_tokens(*s2.scheduled), (std::vector<int32_t>{1, 1}));
   EXPECT_EQ(a.num_output_tokens, 1);
   EXPECT_EQ(b.num_output_placeholders, 1);
   // schedule(2): A at position 4 needs 5 slots = 2 blocks: takes block 3, the last free one.
@@ -192,8 +142,8 @@ TEST(AsyncSchedulerGolden, PreemptedWithTokenInFlight) {
   // batch 1 is in flight). Then batch 1 is processed: B, now PREEMPTED, still gets token 2.
   const EngineStep s3 = h.step();
   const SchedulerOutput& o2 = *s3.scheduled;
-  EXPECT_EQ(AsyncHarness::scheduled_ids(o2), (std::vector<int64_t>{0}));
-  EXPECT_EQ(h.new_blocks(o2, 0), (std::vector<BlockId>{3}));
+  EXPECT_EQ(scheduled_ids(o2), (std::vector<int64_t>{0}));
+  EXPECT_EQ(new_blocks(o2, 0), (std::vector<BlockId>{3}));
   EXPECT_EQ(o2.preempted_req_ids, (std::vector<int64_t>{1}));
   EXPECT_EQ(o2.admission_stop, AdmissionStop::PREEMPTED);
   EXPECT_EQ(b.status, RequestStatus::PREEMPTED);
@@ -204,7 +154,7 @@ TEST(AsyncSchedulerGolden, PreemptedWithTokenInFlight) {
   // schedule(3): A at position 5 (6 slots in its 2 blocks). B (5 tokens) needs 2 blocks with
   // the gate; 1 is free: head-of-line blocked. Batch 2 processed: A has 3 tokens.
   const EngineStep s4 = h.step();
-  EXPECT_EQ(AsyncHarness::scheduled_ids(*s4.scheduled), (std::vector<int64_t>{0}));
+  EXPECT_EQ(scheduled_ids(*s4.scheduled), (std::vector<int64_t>{0}));
   EXPECT_EQ(s4.scheduled->admission_stop, AdmissionStop::KV_CACHE);
   EXPECT_EQ(a.num_output_tokens, 3);
   // schedule(4): A: 6 + 2 - 1 = 7 >= 3 + 4: skipped (batch 3 brings its 4th token); B still
@@ -221,7 +171,7 @@ TEST(AsyncSchedulerGolden, PreemptedWithTokenInFlight) {
   const EngineStep s6 = h.step();
   const SchedulerOutput& o5 = *s6.scheduled;
   EXPECT_EQ(o5.finished_req_ids, (std::vector<int64_t>{0}));
-  ASSERT_EQ(AsyncHarness::scheduled_ids(o5), (std::vector<int64_t>{1}));
+  ASSERT_EQ(scheduled_ids(o5), (std::vector<int64_t>{1}));
   EXPECT_TRUE(o5.scheduled[0].is_resumed);
   EXPECT_EQ(o5.scheduled[0].num_tokens, 5);
   EXPECT_EQ(h.table(b), (std::vector<BlockId>{3, 1}));
@@ -240,7 +190,7 @@ TEST(AsyncSchedulerGolden, StoppedWhilePreemptedLeavesWaiting) {
   // schedule(1): A at position 3 (4 slots: its one block). B: 4 + 2 - 1 = 5 < 4 + 2, so at
   // position 4 (5 slots = 2 blocks): takes block 3. Batch 0 processed: one token each.
   const EngineStep s2 = h.step();
-  EXPECT_EQ(h.new_blocks(*s2.scheduled, 1), (std::vector<BlockId>{3}));
+  EXPECT_EQ(new_blocks(*s2.scheduled, 1), (std::vector<BlockId>{3}));
   EXPECT_EQ(b.num_output_tokens, 1);
   // schedule(2): A at position 4 needs a 2nd block and none is free: FCFS pops B (batch 1
   // carries its 2nd and last token) and frees reversed [2, 3], prepended as 3, 2; A takes 3.
