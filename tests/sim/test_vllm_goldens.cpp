@@ -30,41 +30,12 @@ namespace {
 
 using nlohmann::json;
 
-// --- Expectation switches for vLLM's prefix-cache counters --------------------------------------
-// The 0.26.0 wheel records PrefixCacheStats inside get_computed_blocks on every lookup (a
-// failed admission retried next step is counted again), and a request with num_preemptions > 0
-// only under preempted_* (exclusive sets). A field whose switch is true is compared at every step
-// like any other; a field whose switch is false is NOT compared per step, and instead
-// `PrefixCounterSwitchesAreCurrent` fails as soon as kvsim agrees with vLLM on every case, so a
-// switch cannot stay false after kvsim is fixed. Flip a switch to true in the change that makes
-// kvsim's counter equal vLLM's (issue 8 part 1). All six are on: kvsim records inside
-// get_computed_blocks on every lookup, with exclusive preempted / non-preempted sets, like the
-// wheel.
-struct PrefixCounterSwitches {
-  bool requests;
-  bool queries;
-  bool hits;
-  bool preempted_requests;
-  bool preempted_queries;
-  bool preempted_hits;
-};
-constexpr PrefixCounterSwitches kPrefixCountersMatchVllm = {
-    .requests = true,
-    .queries = true,
-    .hits = true,
-    .preempted_requests = true,
-    .preempted_queries = true,
-    .preempted_hits = true,
-};
+// vLLM's prefix-cache counters, in the golden's "pc" order. The 0.26.0 wheel records them inside
+// get_computed_blocks on every lookup (a failed admission retried next step is counted again), and
+// a request with num_preemptions > 0 only under preempted_* (exclusive sets); kvsim records them
+// the same way, so all six are compared at every step like any other field.
 constexpr std::array<const char*, 6> kPrefixCounterNames = {
     "requests", "queries", "hits", "preempted_requests", "preempted_queries", "preempted_hits"};
-constexpr std::array<bool, 6> kPrefixCounterCompared = {kPrefixCountersMatchVllm.requests,
-                                                        kPrefixCountersMatchVllm.queries,
-                                                        kPrefixCountersMatchVllm.hits,
-                                                        kPrefixCountersMatchVllm.preempted_requests,
-                                                        kPrefixCountersMatchVllm.preempted_queries,
-                                                        kPrefixCountersMatchVllm.preempted_hits};
-
 std::filesystem::path goldens_dir() {
   return std::filesystem::path(KVSIM_SOURCE_DIR) / "tests" / "data" / "vllm_goldens";
 }
@@ -188,15 +159,10 @@ json to_json(const StepRecord& r) {
               {"w", r.w}, {"free", r.free}, {"pc", r.pc}, {"free_u", r.free_u}};
 }
 
-// Prefix counters of kvsim and vLLM after a case's last step, for PrefixCounterSwitchesAreCurrent.
-struct CounterOutcome {
-  std::array<bool, 6> differs{};
-};
-
 // Replays one sync case through kvsim and compares every step. Returns false after the first
 // step with a mismatch (later steps only cascade); every differing field of that step is reported
 // with the case, step, field, expected and actual values.
-bool compare_sync_case(const std::string& name, CounterOutcome* counters) {
+bool compare_sync_case(const std::string& name) {
   const json j = load_case(name);
   EXPECT_EQ(j.at("mode"), "sync") << name;
   const SchedulerConfig config = config_from(j.at("config"));
@@ -248,13 +214,7 @@ bool compare_sync_case(const std::string& name, CounterOutcome* counters) {
     check("free (after schedule)", exp.at("free"), act.at("free"));
     check("free_u (after update_from_output)", exp.at("free_u"), act.at("free_u"));
     for (size_t i = 0; i < kPrefixCounterNames.size(); ++i) {
-      const json e = exp.at("pc").at(i);
-      const json a = got.pc[i];
-      if (kPrefixCounterCompared[i]) {
-        check((std::string("pc.") + kPrefixCounterNames[i]).c_str(), e, a);
-      } else if (e != a && counters != nullptr) {
-        counters->differs[i] = true;
-      }
+      check((std::string("pc.") + kPrefixCounterNames[i]).c_str(), exp.at("pc").at(i), got.pc[i]);
     }
     if (!ok) {
       ADD_FAILURE() << where << ": first differing step\n  vLLM:  " << show_step(exp)
@@ -375,7 +335,7 @@ INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenAsync, ::testing::ValuesIn(case_nam
 class VllmGoldenSync : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VllmGoldenSync, EveryStepMatches) {
-  EXPECT_TRUE(compare_sync_case(GetParam(), nullptr));
+  EXPECT_TRUE(compare_sync_case(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenSync, ::testing::ValuesIn(case_names("sync_")),
@@ -387,28 +347,6 @@ TEST(VllmGoldens, SuiteIsPresent) {
   // A missing or emptied directory must fail, not pass vacuously.
   EXPECT_GE(case_names("sync_").size(), 8u) << goldens_dir();
   EXPECT_GE(case_names("async_").size(), 8u) << goldens_dir();
-}
-
-// For every prefix counter whose switch is false, at least one case must still show kvsim
-// disagreeing with vLLM; otherwise the switch is stale and must be flipped to true.
-TEST(VllmGoldens, PrefixCounterSwitchesAreCurrent) {
-  if (std::all_of(kPrefixCounterCompared.begin(), kPrefixCounterCompared.end(),
-                  [](bool on) { return on; })) {
-    GTEST_SKIP() << "every prefix counter is compared at every step (all switches on)";
-  }
-  std::array<bool, 6> differs{};
-  for (const std::string& name : case_names("sync_")) {
-    CounterOutcome c;
-    compare_sync_case(name, &c);
-    for (size_t i = 0; i < differs.size(); ++i) differs[i] = differs[i] || c.differs[i];
-  }
-  for (size_t i = 0; i < differs.size(); ++i) {
-    if (!kPrefixCounterCompared[i]) {
-      EXPECT_TRUE(differs[i]) << "kvsim's prefix counter '" << kPrefixCounterNames[i]
-                              << "' now equals vLLM 0.26.0's on every golden case: set its "
-                                 "switch in kPrefixCountersMatchVllm to true";
-    }
-  }
 }
 
 }  // namespace
