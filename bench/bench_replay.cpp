@@ -1,7 +1,8 @@
 // Replay throughput: the whole Azure conv trace (19,366 requests) through the scheduler and
 // allocator with `kvsim replay`'s defaults (qwen2.5-7b on an RTX 4090: 7,368 blocks of 16,
 // max_model_len 1 + longest request, budget 2048, max_num_seqs 256, roofline step time, null
-// backend). Target (issue 3): < 0.5 s wall per replay on one core.
+// backend; async scheduling as vLLM's default, sync as the baseline of the same run).
+// Target (issue 3): < 0.5 s wall per replay on one core.
 // Counters: requests/s and request-steps/s (sum over steps of running requests).
 #include <benchmark/benchmark.h>
 
@@ -35,6 +36,7 @@ void BM_ReplayAzureConv(benchmark::State& state) {
   settings.scheduler.enable_prefix_caching = state.range(0) != 0;
   settings.record_timeline = state.range(1) != 0;
   settings.record_requests = state.range(1) != 0;
+  settings.async_scheduling = state.range(2) != 0;
   const kvsim::ReplayConfig rc = kvsim::make_replay_config(plan, in.gpu, settings);
   const auto step_time = kvsim::make_step_time_model("roofline", in, plan);
   kvsim::NullKvBackend backend;
@@ -53,12 +55,14 @@ void BM_ReplayAzureConv(benchmark::State& state) {
       request_steps * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["steps"] = static_cast<double>(steps);
 }
-// Args: {prefix caching, record timeline + requests}.
+// Args: {prefix caching, record timeline + requests, async scheduling}.
 BENCHMARK(BM_ReplayAzureConv)
-    ->ArgNames({"caching", "records"})
-    ->Args({1, 0})
-    ->Args({1, 1})
-    ->Args({0, 0})
+    ->ArgNames({"caching", "records", "async"})
+    ->Args({1, 0, 1})
+    ->Args({1, 1, 1})
+    ->Args({0, 0, 1})
+    ->Args({1, 0, 0})
+    ->Args({0, 0, 0})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
