@@ -232,21 +232,11 @@ void Engine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t durat
 }
 
 void Engine::advance_clock(int64_t dt) {
-  // Arrivals are <= kMaxArrivalNs and steps <= kMaxStepSeconds, so only an absurdly long run
-  // (~1.3 million one-hour steps) gets here; it must be an error, never a wrapped clock.
-  ReplaySummary& sum = result_.summary;
-  int64_t t = 0;
-  int64_t busy = 0;
-  if (__builtin_add_overflow(t_, dt, &t) || __builtin_add_overflow(sum.busy_ns, dt, &busy)) {
-    throw std::runtime_error(fmt::format(
-        "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
-        "nanoseconds (292 years); use a shorter --step-time or trace",
-        sum.steps, t_, dt));
-  }
-  t_ = t;
-  sum.busy_ns = busy;
+  t_ = batch_end(t_, dt);
 }
 
+// Arrivals are <= kMaxArrivalNs and steps <= kMaxStepSeconds, so only an absurdly long run
+// (~1.3 million one-hour steps) overflows; it must be an error, never a wrapped clock.
 int64_t Engine::batch_end(int64_t start, int64_t dt) {
   ReplaySummary& sum = result_.summary;
   int64_t end = 0;
