@@ -1,0 +1,47 @@
+// `kvsim plan --json` (plan_json.h).
+#include "plan_json.h"
+
+namespace kvsim::cli {
+
+nlohmann::ordered_json plan_to_json(const Plan& p) {
+  nlohmann::ordered_json j;
+  j["model"] = p.model_name;
+  j["gpu"] = p.gpu_name;
+  j["vram_gib"] = p.vram_gib;
+  j["gpu_memory_utilization"] = p.gpu_memory_utilization;
+  j["overhead_gib"] = p.overhead_gib;
+  j["tensor_parallel_size"] = p.tensor_parallel_size;
+  j["num_layers"] = p.num_layers;
+  j["num_kv_heads_per_rank"] = p.num_kv_heads_per_rank;
+  j["head_dim"] = p.head_dim;
+  j["kv_cache_dtype"] = p.kv_cache_dtype;
+  j["quantization"] = p.quantization;
+  j["weights_bytes"] = p.weights_bytes;
+  j["weights_gib"] = p.weights_gib;
+  j["usable_gib"] = p.usable_gib;
+  j["kappa_bytes"] = p.kappa_bytes;
+  j["kv_budget_bytes"] = p.kv_budget_bytes;
+  j["kv_budget_gib"] = p.kv_budget_gib;
+  j["max_model_len"] = p.max_model_len;
+  j["kv_per_seq_bytes"] = p.kv_per_seq_bytes;
+  j["max_concurrency"] = p.max_concurrency;
+  if (p.concurrency) j["concurrency"] = *p.concurrency;
+  if (p.max_context_tokens) j["max_context_tokens"] = *p.max_context_tokens;
+  j["block_size"] = p.block_size;
+  j["page_size_bytes"] = p.page_size_bytes;
+  j["bytes_per_block"] = p.bytes_per_block;
+  j["num_gpu_blocks"] = p.num_gpu_blocks;
+  j["num_gpu_blocks_overridden"] = p.num_gpu_blocks_overridden;
+  j["usable_blocks"] = p.usable_blocks;
+  j["blocks_per_request"] = p.blocks_per_request;
+  j["gpu_kv_cache_tokens"] = p.gpu_kv_cache_tokens;
+  j["vllm_max_concurrency"] = p.vllm_max_concurrency;
+  if (p.vllm_max_context_tokens) j["vllm_max_context_tokens"] = *p.vllm_max_context_tokens;
+  j["full_length_request_unservable"] = p.full_length_request_unservable;
+  j["vllm_log_lines"] = {vllm_kv_cache_size_line(p), vllm_max_concurrency_line(p)};
+  j["notes"] = p.notes;
+  j["warnings"] = p.warnings;
+  return j;
+}
+
+}  // namespace kvsim::cli
