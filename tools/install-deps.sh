@@ -5,7 +5,9 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
       libbenchmark-dev libxxhash-dev libabsl-dev zlib1g-dev python3 python3-matplotlib
       # clang + libclang-rt-dev (libFuzzer): the fuzz targets' smoke runs (docs/files.md).
-      clang libclang-rt-dev)
+      clang libclang-rt-dev
+      # python3-dev python3-pip: the Python package (python/) when python3 is Debian's.
+      python3-dev python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,4 +18,29 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The Python package (python/, docs/python.md): nanobind and scikit-build-core pinned as in
+# pyproject.toml, numpy/pandas/pytest for its tests, into the python3 first on PATH (the one
+# CMake builds the extension for), unless those exact versions are there already. Debian's own
+# python3 refuses pip (PEP 668) unless told.
+py_reqs="$(dirname "$0")/../python/requirements-dev.txt"
+if ! python3 - "$py_reqs" <<'EOF'
+import sys, importlib.metadata as md
+for line in open(sys.argv[1]):
+    req = line.split("#")[0].strip()
+    if req:
+        name, version = req.split("==")
+        try:
+            if md.version(name) != version: sys.exit(1)
+        except md.PackageNotFoundError:
+            sys.exit(1)
+EOF
+then
+  py_flags=(-q --disable-pip-version-check --root-user-action=ignore)
+  if python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(
+      sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+    py_flags+=(--break-system-packages)
+  fi
+  echo "kvsim: pip installing $(grep -v '^#' "$py_reqs" | tr '\n' ' ')" >&2
+  python3 -m pip install "${py_flags[@]}" -r "$py_reqs"
 fi

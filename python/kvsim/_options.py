@@ -1,0 +1,128 @@
+"""Keyword-argument checks shared by plan, read_trace, replay and sweep.
+
+Each public function takes keyword arguments named as the CLI flags without dashes (vLLM's
+engine-argument names). Arguments left at ``None`` keep the CLI's default and are not passed on;
+the given ones are type- and range-checked here (the CLI's flag validators), grouped, and handed
+to the extension, which resolves them with the CLI's own C++ code.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from typing import Any, Mapping
+
+# Which group each argument belongs to (the extension consumes exactly these keys).
+PLAN_KEYS = (
+    "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype", "gpu",
+    "vram_gib", "gpu_memory_utilization", "overhead_gib", "weights_gib", "quantization",
+    "kv_cache_dtype", "tensor_parallel_size", "max_model_len", "block_size",
+    "num_gpu_blocks_override",
+)
+SCHEDULER_KEYS = (
+    "long_prefill_token_threshold", "enable_chunked_prefill", "enable_prefix_caching",
+    "scheduling_policy", "watermark", "scheduler_reserve_full_isl", "num_lookahead_tokens",
+    "async_scheduling", "step_time",
+)
+REPLAY_KEYS = (
+    "max_num_batched_tokens", "max_num_seqs", "backend", "backend_max_layers", "preemption_mode",
+    "swap_space_gib", "swap_bandwidth_gbps", "check_invariants", "timeline", "requests",
+)
+TRACE_KEYS = (
+    "format", "max_requests", "start", "duration", "time_scale", "arrival", "rate", "seed",
+    "skip_bad_rows", "max_input_bytes", "max_line_bytes", "hash_block_size",
+)
+
+_STR = ("model", "dtype", "gpu", "quantization", "kv_cache_dtype", "step_time")
+_PATH = ("config",)
+_BOOL = ("enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
+         "async_scheduling", "check_invariants", "timeline", "requests", "skip_bad_rows")
+_INT_POSITIVE = ("num_layers", "num_kv_heads", "head_dim", "max_num_batched_tokens",
+                 "max_num_seqs", "max_input_bytes", "max_line_bytes", "hash_block_size",
+                 "max_model_len", "concurrency", "jobs")
+_INT_NON_NEGATIVE = ("long_prefill_token_threshold", "num_lookahead_tokens",
+                     "backend_max_layers", "max_requests", "seed")
+_INT_ANY = ("tensor_parallel_size", "block_size", "num_gpu_blocks_override")
+_FLOAT_POSITIVE = ("time_scale", "rate", "swap_bandwidth_gbps", "num_params", "vram_gib")
+_FLOAT_NON_NEGATIVE = ("start", "duration", "swap_space_gib")
+_FLOAT_ANY = ("gpu_memory_utilization", "overhead_gib", "weights_gib")
+_CHOICES = {
+    "scheduling_policy": ("fcfs", "priority"),
+    "backend": ("null", "host", "cuda"),
+    "preemption_mode": ("recompute", "swap"),
+    "format": ("auto", "azure", "vidur", "burstgpt", "mooncake", "bailian", "sharegpt", "kvsim"),
+    "arrival": ("trace", "all-at-once", "poisson"),
+}
+
+
+def _fail(fn: str, message: str, error: type = ValueError) -> None:
+    raise error(f"{fn}(): {message}")
+
+
+def _check(fn: str, name: str, value: Any) -> Any:
+    """Returns the value as the extension wants it, or raises TypeError/ValueError."""
+    if name in _BOOL:
+        if not isinstance(value, (bool,)) and not (hasattr(value, "dtype") and value.dtype == bool):
+            _fail(fn, f"{name} must be True or False (got {value!r})", TypeError)
+        return bool(value)
+    if name in _CHOICES:
+        if value not in _CHOICES[name]:
+            _fail(fn, f"{name} must be one of {', '.join(_CHOICES[name])} (got {value!r})")
+        return value
+    if name in _STR:
+        if not isinstance(value, str):
+            _fail(fn, f"{name} must be a string (got {value!r})", TypeError)
+        return value
+    if name in _PATH:
+        if not isinstance(value, (str, os.PathLike)):
+            _fail(fn, f"{name} must be a path (got {value!r})", TypeError)
+        return os.fspath(value)
+    if name in _INT_POSITIVE + _INT_NON_NEGATIVE + _INT_ANY:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            _fail(fn, f"{name} must be an integer (got {value!r})", TypeError)
+        value = int(value)
+        if name in _INT_POSITIVE and value <= 0:
+            _fail(fn, f"{name} must be > 0 (got {value})")
+        if name in _INT_NON_NEGATIVE and value < 0:
+            _fail(fn, f"{name} must be >= 0 (got {value})")
+        return value
+    if name in _FLOAT_POSITIVE + _FLOAT_NON_NEGATIVE + _FLOAT_ANY + ("watermark",):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            _fail(fn, f"{name} must be a number (got {value!r})", TypeError)
+        value = float(value)
+        if not math.isfinite(value):
+            _fail(fn, f"{name} must be finite (got {value})")
+        if name in _FLOAT_POSITIVE and value <= 0:
+            _fail(fn, f"{name} must be > 0 (got {value})")
+        if name in _FLOAT_NON_NEGATIVE and value < 0:
+            _fail(fn, f"{name} must be >= 0 (got {value})")
+        if name == "watermark" and not 0 <= value < 1:
+            _fail(fn, f"watermark must be in [0, 1) (got {value})")
+        return value
+    raise AssertionError(f"no check for {name}")  # every public argument has one
+
+
+def group(fn: str, given: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The checked, non-None arguments among `keys`."""
+    return {k: _check(fn, k, given[k]) for k in keys if given.get(k) is not None}
+
+
+def check_trace_combinations(fn: str, given: Mapping[str, Any]) -> None:
+    """The CLI's check_trace_options: --rate/--seed need --arrival poisson, which needs --rate."""
+    poisson = given.get("arrival") == "poisson"
+    for name in ("rate", "seed"):
+        if given.get(name) is not None and not poisson:
+            _fail(fn, f"{name} needs arrival='poisson'")
+    if poisson and given.get("rate") is None:
+        _fail(fn, "arrival='poisson' needs rate (requests per second)")
+
+
+def check_replay_combinations(fn: str, given: Mapping[str, Any]) -> None:
+    """The CLI's check_flag_combinations for replay."""
+    if given.get("preemption_mode") != "swap":
+        for name in ("swap_space_gib", "swap_bandwidth_gbps"):
+            if given.get(name) is not None:
+                _fail(fn, f"{name} needs preemption_mode='swap'")
+    if given.get("backend") in (None, "null") and given.get("backend_max_layers") is not None:
+        _fail(fn, "backend_max_layers needs backend='host' or 'cuda'")

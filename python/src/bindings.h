@@ -1,0 +1,13 @@
+// The parts of the kvsim._kvsim extension, each registered on the module by module.cpp.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace kvsim::python {
+
+void register_errors(nanobind::module_& m);     // module.cpp
+void register_trace(nanobind::module_& m);      // trace_binding.cpp
+void register_runs(nanobind::module_& m);       // run_binding.cpp: plan, replay, sweep
+void register_allocator(nanobind::module_& m);  // allocator_binding.cpp
+
+}  // namespace kvsim::python

@@ -1,0 +1,74 @@
+// kvsim._kvsim: the compiled half of the kvsim Python package (docs/python.md). The public API is
+// kvsim/__init__.py; this module is its engine room and is not meant to be imported directly.
+//
+// Errors: every C++ exception reaches Python with the same one-line message the CLI prints after
+// "kvsim: error: ". nanobind maps std::invalid_argument to ValueError and std::runtime_error to
+// RuntimeError; two kvsim errors get their own classes (both ValueError subclasses, because both
+// mean "this input cannot be used"): TraceError (malformed trace: .path, .line, .field) and
+// DoesNotFitError (the model's KV cache cannot hold one request on this card).
+#include <nanobind/nanobind.h>
+
+#include "bindings.h"
+#include "kvsim/core/planner.h"
+#include "kvsim/sim/trace.h"
+
+namespace nb = nanobind;
+
+namespace kvsim::python {
+namespace {
+
+// Owned by the module (created once at import).
+PyObject* g_trace_error = nullptr;
+PyObject* g_does_not_fit_error = nullptr;
+
+// Raises `cls(message)` with extra attributes.
+void raise_with_attrs(PyObject* cls, const char* message, nb::dict attrs) {
+  nb::object exc = nb::steal(PyObject_CallFunction(cls, "s", message));
+  if (!exc.is_valid()) return;  // the call's own error stays set
+  for (auto [key, value] : attrs) nb::setattr(exc, key, value);
+  PyErr_SetObject(cls, exc.ptr());
+}
+
+}  // namespace
+
+void register_errors(nb::module_& m) {
+  g_trace_error = PyErr_NewExceptionWithDoc(
+      "kvsim._kvsim.TraceError",
+      "A malformed trace. str() is one line 'FILE:LINE: field 'NAME': problem (got 'VALUE')'; "
+      "the attributes path, line and field say where.",
+      PyExc_ValueError, nullptr);
+  g_does_not_fit_error = PyErr_NewExceptionWithDoc(
+      "kvsim._kvsim.DoesNotFitError",
+      "The configuration is valid, but the KV cache cannot hold one max_model_len request (or "
+      "the KV budget is not positive): vLLM would refuse to start.",
+      PyExc_ValueError, nullptr);
+  if (g_trace_error == nullptr || g_does_not_fit_error == nullptr) throw nb::python_error();
+  m.attr("TraceError") = nb::handle(g_trace_error);
+  m.attr("DoesNotFitError") = nb::handle(g_does_not_fit_error);
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const TraceError& e) {
+      nb::dict attrs;
+      attrs["path"] = nb::str(e.path().c_str());
+      attrs["line"] = nb::int_(e.line());
+      attrs["field"] = nb::str(e.field().c_str());
+      raise_with_attrs(g_trace_error, e.what(), attrs);
+    } catch (const DoesNotFitError& e) {
+      PyErr_SetString(g_does_not_fit_error, e.what());
+    }
+  });
+}
+
+}  // namespace kvsim::python
+
+NB_MODULE(_kvsim, m) {
+  m.doc() =
+      "kvsim's compiled engine (vLLM 0.26 KV-cache allocator and v1 scheduler clone). Use the "
+      "kvsim package, not this module.";
+  kvsim::python::register_errors(m);
+  kvsim::python::register_trace(m);
+  kvsim::python::register_runs(m);
+  kvsim::python::register_allocator(m);
+}
