@@ -21,8 +21,66 @@ namespace {
 struct PlanCommandOptions {
   PlanOptions card;
   std::optional<int64_t> concurrency;
+  // Scheduler knobs that size the windowed groups (vLLM's names; replay and sweep take theirs
+  // from the scheduler flags).
+  std::optional<int64_t> max_num_batched_tokens;
+  std::optional<int64_t> max_num_seqs;
+  bool async_scheduling = true;
   bool json = false;
 };
+
+std::string join_layers(const std::vector<int32_t>& layers) {
+  std::string out;
+  for (int32_t l : layers) {
+    if (!out.empty()) out.push_back(',');
+    out.append(fmt::format("{}", l));
+  }
+  return out;
+}
+
+// Which layers hold what, and the lesson's formula with kappa split into the part that grows
+// with S (full attention) and the part vLLM caps (sliding window / chunked local).
+void print_hybrid(const Plan& p) {
+  fmt::print("  Hybrid KV cache: hybrid manager {}\n", p.hybrid_manager_reason);
+  fmt::print(
+      "    in flight                  {} tokens = {} batch(es) x max_num_batched_tokens {}{}\n",
+      format_thousands(p.max_in_flight_tokens), p.async_scheduling ? 2 : 1,
+      format_thousands(p.max_num_batched_tokens), p.async_scheduling ? " (async scheduling)" : "");
+  if (!p.hybrid_kv_cache_manager) {
+    fmt::print("\n");
+    return;
+  }
+  fmt::print("    {:<6}{:<25}{:>8}{:>5}{:>13}{:>9}  {}\n", "group", "kind", "window", "pad",
+             "tokens/req", "blocks", "layers");
+  for (size_t g = 0; g < p.kv_cache_groups.size(); ++g) {
+    const PlanKVCacheGroup& k = p.kv_cache_groups[g];
+    fmt::print("    {:<6}{:<25}{:>8}{:>5}{:>13}{:>9}  {}\n", g, to_string(k.kind),
+               k.window_tokens > 0 ? format_thousands(k.window_tokens) : "-", k.num_padding_layers,
+               format_thousands(k.tokens_per_request), format_thousands(k.blocks_per_request),
+               join_layers(p.kv_cache_config.kv_cache_groups[g].layer_indices));
+  }
+  fmt::print("    pool: {} tensors (group_size), tensor i shared by layer i of every group\n",
+             p.kv_cache_group_size);
+  fmt::print("\n");
+  fmt::print("  Lesson formula, hybrid form\n");
+  fmt::print("    kappa = kappa_full + kappa_windowed = {} + {} B/token\n",
+             format_thousands(p.kappa_full_bytes), format_thousands(p.kappa_windowed_bytes));
+  fmt::print(
+      "    KV/seq = kappa_full x S + kappa_windowed x min(cap, S) = {} B ({:.4f} GiB), "
+      "cap {} tokens\n",
+      format_thousands(p.hybrid_kv_per_seq_bytes),
+      static_cast<double>(p.hybrid_kv_per_seq_bytes) / kGiB,
+      format_thousands(p.windowed_tokens_cap));
+  fmt::print(
+      "    N_seq = floor(K / KV/seq)        {} concurrent sequences of {} tokens (kappa x S "
+      "alone says {})\n",
+      p.hybrid_max_concurrency, format_thousands(p.max_model_len), p.max_concurrency);
+  if (p.hybrid_max_context_tokens) {
+    fmt::print("    S_max                            {} tokens each for {} concurrent sequences\n",
+               format_thousands(*p.hybrid_max_context_tokens), *p.concurrency);
+  }
+  fmt::print("\n");
+}
 
 // The lesson's stacked bar, laid on its side: overhead | weights | KV cache | unused margin.
 std::string budget_bar(const Plan& p, int width) {
@@ -69,8 +127,9 @@ void print_human(const Plan& p, bool default_gpu) {
                gib(p.weights_gib), p.quantization, p.weight_bytes_per_param,
                p.quantization == "none" ? "" : ", embeddings in the model dtype");
   }
-  fmt::print("    = KV budget (K)            {:>10}   ({} B)\n", gib(p.kv_budget_gib),
-             format_thousands(p.kv_budget_bytes));
+  fmt::print("    = KV budget (K)            {:>10}   ({} B{})\n", gib(p.kv_budget_gib),
+             format_thousands(p.kv_budget_bytes),
+             p.kv_cache_memory_from_flag ? ", --kv-cache-memory-bytes" : "");
   fmt::print("    {}\n", budget_bar(p, 60));
   fmt::print("     O overhead  W weights  K KV cache  . outside gpu_memory_utilization\n");
   fmt::print("\n");
@@ -82,17 +141,28 @@ void print_human(const Plan& p, bool default_gpu) {
                format_thousands(*p.max_context_tokens), *p.concurrency);
   }
   fmt::print("\n");
+  if (p.hybrid_model) print_hybrid(p);
   fmt::print("  vLLM block arithmetic (block_size {})\n", p.block_size);
   fmt::print("    page per layer             {} B\n", format_thousands(p.page_size_bytes));
-  fmt::print("    bytes per block            {} B ({} layers)\n",
-             format_thousands(p.bytes_per_block), p.num_layers);
+  if (p.hybrid_kv_cache_manager) {
+    fmt::print("    bytes per block            {} B (page x group_size {})\n",
+               format_thousands(p.bytes_per_block), p.kv_cache_group_size);
+  } else {
+    fmt::print("    bytes per block            {} B ({} layers)\n",
+               format_thousands(p.bytes_per_block), p.num_layers);
+  }
   fmt::print("    num_gpu_blocks             {}{} (usable {}: block 0 is the null block)\n",
              format_thousands(p.num_gpu_blocks),
              p.num_gpu_blocks_overridden ? " (--num-gpu-blocks-override)" : "",
              format_thousands(p.usable_blocks));
-  fmt::print("    blocks per request         {} = cdiv({}, {})\n",
-             format_thousands(p.blocks_per_request), format_thousands(p.max_model_len),
-             p.block_size);
+  if (p.hybrid_kv_cache_manager) {
+    fmt::print("    blocks per request         {} (every group's blocks/request, summed)\n",
+               format_thousands(p.blocks_per_request));
+  } else {
+    fmt::print("    blocks per request         {} = cdiv({}, {})\n",
+               format_thousands(p.blocks_per_request), format_thousands(p.max_model_len),
+               p.block_size);
+  }
   if (p.vllm_max_context_tokens) {
     fmt::print("    context for {} requests    {} tokens (whole blocks from the usable pool)\n",
                *p.concurrency, format_thousands(*p.vllm_max_context_tokens));
@@ -115,10 +185,34 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--concurrency", opts->concurrency,
                   "Target concurrent sequences: also report the longest context each can hold")
       ->group("Pool");
+  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
+                  "Tokens per step (vLLM's; default: 8192 on >= 70 GiB non-A100 cards, else 2048)")
+      ->group("Scheduler");
+  cmd->add_option("--max-num-seqs", opts->max_num_seqs,
+                  "Requests per step (only bounds the default --max-num-batched-tokens)")
+      ->group("Scheduler");
+  cmd->add_flag_callback(
+         "--async-scheduling", [opts] { opts->async_scheduling = true; },
+         "Two batches in flight (vLLM 0.26's default): windowed groups reserve for both")
+      ->group("Scheduler");
+  cmd->add_flag_callback(
+         "--no-async-scheduling",
+         [opts, cmd] {
+           if (cmd->get_option("--async-scheduling")->count() > 0) {
+             throw CLI::ValidationError("--no-async-scheduling",
+                                        "conflicts with --async-scheduling");
+           }
+           opts->async_scheduling = false;
+         },
+         "One batch in flight")
+      ->group("Scheduler");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
   cmd->callback([opts] {
     PlanInputs in = resolve_plan_inputs(opts->card);
     in.concurrency = opts->concurrency;
+    in.max_num_batched_tokens = opts->max_num_batched_tokens;
+    in.max_num_seqs = opts->max_num_seqs;
+    in.async_scheduling = opts->async_scheduling;
     const Plan plan = compute_plan(in);
     if (opts->json) {
       fmt::print("{}\n", plan_to_json(plan).dump(2));

@@ -1,6 +1,9 @@
 // `kvsim plan --json` (plan_json.h).
 #include "plan_json.h"
 
+#include <string>
+#include <vector>
+
 namespace kvsim::cli {
 
 nlohmann::ordered_json plan_to_json(const Plan& p) {
@@ -38,6 +41,38 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
   j["vllm_max_concurrency"] = p.vllm_max_concurrency;
   if (p.vllm_max_context_tokens) j["vllm_max_context_tokens"] = *p.vllm_max_context_tokens;
   j["full_length_request_unservable"] = p.full_length_request_unservable;
+  // Scheduler knobs and the KV cache layout (hybrid models: several groups; docs/hybrid-kv.md).
+  j["max_num_batched_tokens"] = p.max_num_batched_tokens;
+  j["async_scheduling"] = p.async_scheduling;
+  j["max_in_flight_tokens"] = p.max_in_flight_tokens;
+  j["kv_cache_memory_from_flag"] = p.kv_cache_memory_from_flag;
+  j["hybrid_model"] = p.hybrid_model;
+  j["hybrid_kv_cache_manager"] = p.hybrid_kv_cache_manager;
+  if (p.hybrid_model) j["hybrid_manager_reason"] = p.hybrid_manager_reason;
+  j["kv_cache_group_size"] = p.kv_cache_group_size;
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  for (size_t g = 0; g < p.kv_cache_groups.size(); ++g) {
+    const PlanKVCacheGroup& k = p.kv_cache_groups[g];
+    nlohmann::ordered_json o;
+    o["kind"] = std::string(to_string(k.kind));
+    o["window_tokens"] = k.window_tokens;
+    o["layers"] = g < p.kv_cache_config.kv_cache_groups.size()
+                      ? p.kv_cache_config.kv_cache_groups[g].layer_indices
+                      : std::vector<int32_t>{};
+    o["num_padding_layers"] = k.num_padding_layers;
+    o["tokens_per_request"] = k.tokens_per_request;
+    o["blocks_per_request"] = k.blocks_per_request;
+    o["max_memory_usage_bytes"] = k.max_memory_usage_bytes;
+    groups.push_back(std::move(o));
+  }
+  j["kv_cache_groups"] = std::move(groups);
+  j["num_kv_cache_tensors"] = p.kv_cache_config.kv_cache_tensors.size();
+  j["kappa_full_bytes"] = p.kappa_full_bytes;
+  j["kappa_windowed_bytes"] = p.kappa_windowed_bytes;
+  j["windowed_tokens_cap"] = p.windowed_tokens_cap;
+  j["hybrid_kv_per_seq_bytes"] = p.hybrid_kv_per_seq_bytes;
+  j["hybrid_max_concurrency"] = p.hybrid_max_concurrency;
+  if (p.hybrid_max_context_tokens) j["hybrid_max_context_tokens"] = *p.hybrid_max_context_tokens;
   j["vllm_log_lines"] = {vllm_kv_cache_size_line(p), vllm_max_concurrency_line(p)};
   j["notes"] = p.notes;
   j["warnings"] = p.warnings;

@@ -151,6 +151,26 @@ void add_model_card_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--num-gpu-blocks-override", o.num_gpu_blocks_override,
                   "Use this many blocks instead of the computed pool")
       ->group("Pool");
+  app->add_option("--kv-cache-memory-bytes", o.kv_cache_memory_bytes,
+                  "KV cache budget in bytes (vLLM's flag: replaces utilization x card - weights - "
+                  "overhead)")
+      ->group("Pool");
+  app->add_flag_callback(
+         "--disable-hybrid-kv-cache-manager", [&o] { o.disable_hybrid_kv_cache_manager = true; },
+         "Size sliding-window and chunked layers as full attention (vLLM's flag; default: off "
+         "for chunked local attention models only)")
+      ->group("Pool");
+  app->add_flag_callback(
+         "--no-disable-hybrid-kv-cache-manager",
+         [&o, app] {
+           if (app->get_option("--disable-hybrid-kv-cache-manager")->count() > 0) {
+             throw CLI::ValidationError("--no-disable-hybrid-kv-cache-manager",
+                                        "conflicts with --disable-hybrid-kv-cache-manager");
+           }
+           o.disable_hybrid_kv_cache_manager = false;
+         },
+         "Keep the hybrid KV cache manager on (also for chunked local attention models)")
+      ->group("Pool");
 }
 
 PlanInputs resolve_plan_inputs(const PlanOptions& o) {
@@ -167,6 +187,9 @@ PlanInputs resolve_plan_inputs(const PlanOptions& o) {
   in.max_model_len = o.max_model_len.value_or(0);
   in.block_size = o.block_size;
   in.num_gpu_blocks_override = o.num_gpu_blocks_override;
+  require_positive(o.kv_cache_memory_bytes, "--kv-cache-memory-bytes");
+  in.kv_cache_memory_bytes = o.kv_cache_memory_bytes;
+  in.disable_hybrid_kv_cache_manager = o.disable_hybrid_kv_cache_manager;
   return in;
 }
 

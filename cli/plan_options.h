@@ -39,6 +39,11 @@ struct PlanOptions {
   std::optional<int64_t> max_model_len;
   int64_t block_size = 16;
   std::optional<int64_t> num_gpu_blocks_override;
+  // vLLM --kv-cache-memory-bytes: the KV budget itself (weights and overhead then do not count).
+  std::optional<int64_t> kv_cache_memory_bytes;
+  // vLLM --disable-hybrid-kv-cache-manager (true) / --no-disable-hybrid-kv-cache-manager (false);
+  // unset: vLLM's rule (off for chunked local attention models).
+  std::optional<bool> disable_hybrid_kv_cache_manager;
 };
 
 // The card used when neither --gpu nor --vram-gib is given (the lesson's RTX 4090).
@@ -47,7 +52,8 @@ inline constexpr const char* kDefaultGpu = "rtx4090";
 // Registers --model --config --num-layers --num-kv-heads --head-dim --num-params --dtype --gpu
 // --vram-gib --gpu-memory-utilization --overhead-gib --weights-gib --quantization
 // --kv-cache-dtype --tensor-parallel-size --max-model-len --block-size
-// --num-gpu-blocks-override on `app`, storing into `opts` (which must outlive parsing).
+// --num-gpu-blocks-override --kv-cache-memory-bytes --(no-)disable-hybrid-kv-cache-manager on
+// `app`, storing into `opts` (which must outlive parsing).
 void add_model_card_options(CLI::App* app, PlanOptions& opts);
 
 // Builds the planner inputs. Throws std::invalid_argument / std::runtime_error (one line naming

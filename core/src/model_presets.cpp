@@ -33,6 +33,85 @@ ModelSpec dense(std::string name, int64_t layers, int64_t heads, int64_t kv_head
   return m;
 }
 
+// A preset whose parameter count is estimated from its shapes (estimate_parameters), for
+// checkpoints whose exact count kvsim has not read from a published source.
+ModelSpec estimated(ModelSpec m, const ParameterShapes& shapes) {
+  const ParameterEstimate est = estimate_parameters(m, shapes);
+  m.num_parameters = est.total;
+  m.num_active_parameters = est.active;
+  m.num_parameters_estimated = true;
+  return m;
+}
+
+ModelSpec moe(ModelSpec m, int64_t experts, int64_t per_token) {
+  m.num_experts = experts;
+  m.num_experts_per_tok = per_token;
+  return m;
+}
+
+// The hybrid-attention families vLLM 0.26 runs with several KV cache groups, and current dense
+// and MoE models. Shapes are the published config.json fields (tests/data/hf_*.json holds the
+// ones the tests read; docs/planner.md lists the sources).
+void add_hybrid_and_current_presets(std::vector<ModelSpec>& v) {
+  {
+    // openai/gpt-oss-20b: 24 layers alternating sliding (128) and full attention, 32 experts (4
+    // per token), MXFP4 expert weights.
+    ParameterShapes x;
+    x.moe_intermediate_size = 2880;
+    x.attention_bias = true;
+    ModelSpec m =
+        moe(dense("gpt-oss-20b", 24, 64, 8, 64, 2880, 2880, 201088, false, 0, 131072), 32, 4);
+    m.checkpoint_quantization = "mxfp4";
+    m.sliding_window = 128;
+    m.layer_types = alternating_sliding(m.num_layers);
+    v.push_back(estimated(std::move(m), x));
+    // openai/gpt-oss-120b: the same layer shape, 36 layers and 128 experts.
+    ModelSpec big =
+        moe(dense("gpt-oss-120b", 36, 64, 8, 64, 2880, 2880, 201088, false, 0, 131072), 128, 4);
+    big.checkpoint_quantization = "mxfp4";
+    big.sliding_window = 128;
+    big.layer_types = alternating_sliding(big.num_layers);
+    v.push_back(estimated(std::move(big), x));
+  }
+  {
+    // google/gemma-3-12b-it and gemma-3-27b-it (text_config): five sliding-window (1024) layers
+    // per global one (sliding_window_pattern 6), tied embeddings.
+    ModelSpec m = dense("gemma-3-12b", 48, 16, 8, 256, 3840, 15360, 262208, true, 0, 131072);
+    m.sliding_window = 1024;
+    m.layer_types = every_nth_full(m.num_layers, 6, KVCacheSpecKind::kSlidingWindow);
+    v.push_back(estimated(std::move(m), {}));
+    ModelSpec big = dense("gemma-3-27b", 62, 32, 16, 128, 5376, 21504, 262208, true, 0, 131072);
+    big.sliding_window = 1024;
+    big.layer_types = every_nth_full(big.num_layers, 6, KVCacheSpecKind::kSlidingWindow);
+    v.push_back(estimated(std::move(big), {}));
+  }
+  {
+    // meta-llama/Llama-4-Scout-17B-16E-Instruct (text_config): chunked local attention (8192)
+    // on the RoPE layers, full attention on every 4th (NoPE) layer; 16 experts + 1 shared.
+    ParameterShapes x;
+    x.moe_intermediate_size = 8192;
+    x.shared_expert_intermediate = 8192;
+    ModelSpec m =
+        moe(dense("llama-4-scout", 48, 40, 8, 128, 5120, 16384, 202048, false, 0, 10485760), 16, 1);
+    m.attention_chunk_size = 8192;
+    m.layer_types = every_nth_full(m.num_layers, 4, KVCacheSpecKind::kChunkedLocalAttention);
+    v.push_back(estimated(std::move(m), x));
+  }
+  // Qwen/Qwen3-8B, Qwen3-32B (dense) and Qwen3-30B-A3B (128 experts, 8 per token): full
+  // attention (use_sliding_window false).
+  v.push_back(
+      estimated(dense("qwen3-8b", 36, 32, 8, 128, 4096, 12288, 151936, false, 0, 40960), {}));
+  v.push_back(
+      estimated(dense("qwen3-32b", 64, 64, 8, 128, 5120, 25600, 151936, false, 0, 40960), {}));
+  {
+    ParameterShapes x;
+    x.moe_intermediate_size = 768;
+    v.push_back(estimated(
+        moe(dense("qwen3-30b-a3b", 48, 32, 4, 128, 2048, 6144, 151936, false, 0, 40960), 128, 8),
+        x));
+  }
+}
+
 std::vector<ModelSpec> make_model_presets() {
   std::vector<ModelSpec> v;
   // Qwen/Qwen2.5-7B-Instruct. The exact count is 7,615,616,512; 7.615e9 is the figure the
@@ -70,8 +149,10 @@ std::vector<ModelSpec> make_model_presets() {
         dense("gemma-2-9b", 42, 16, 8, 256, 3584, 14336, 256000, true, 9241705984.0, 8192);
     m.sliding_window = 4096;
     m.sliding_window_note = "gemma-2 alternates sliding-window and global attention layers";
+    m.layer_types = every_nth_full(m.num_layers, 2, KVCacheSpecKind::kSlidingWindow);
     v.push_back(std::move(m));
   }
+  add_hybrid_and_current_presets(v);
   return v;
 }
 
@@ -175,10 +256,52 @@ void validate_model_spec(const ModelSpec& m) {
                       m.kv_lora_rank, m.qk_rope_head_dim));
     }
   }
+  if (!m.layer_types.empty()) {
+    if (static_cast<int64_t>(m.layer_types.size()) != m.num_layers) {
+      throw std::invalid_argument(fmt::format("model '{}': {} layer types for {} layers", m.name,
+                                              m.layer_types.size(), m.num_layers));
+    }
+    if (count_layers(m, KVCacheSpecKind::kSlidingWindow) > 0) {
+      positive(m.sliding_window, "sliding_window (the model has sliding-window layers)");
+    }
+    if (count_layers(m, KVCacheSpecKind::kChunkedLocalAttention) > 0) {
+      positive(m.attention_chunk_size, "attention_chunk_size (the model has chunked layers)");
+    }
+    if (m.use_mla && count_layers(m, KVCacheSpecKind::kFullAttention) != m.num_layers) {
+      throw std::invalid_argument(fmt::format(
+          "model '{}': MLA with sliding-window or chunked layers is not modelled", m.name));
+    }
+  }
   if (m.num_parameters < 0) {
     throw std::invalid_argument(
         fmt::format("model '{}': num_parameters must be >= 0 (got {})", m.name, m.num_parameters));
   }
+}
+
+KVCacheSpecKind layer_type(const ModelSpec& m, int64_t layer) {
+  return m.layer_types.empty() ? KVCacheSpecKind::kFullAttention
+                               : m.layer_types[static_cast<size_t>(layer)];
+}
+
+int64_t count_layers(const ModelSpec& m, KVCacheSpecKind kind) {
+  if (m.layer_types.empty()) return kind == KVCacheSpecKind::kFullAttention ? m.num_layers : 0;
+  return std::count(m.layer_types.begin(), m.layer_types.end(), kind);
+}
+
+std::vector<KVCacheSpecKind> every_nth_full(int64_t n, int64_t k, KVCacheSpecKind other) {
+  std::vector<KVCacheSpecKind> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back((i + 1) % k == 0 ? KVCacheSpecKind::kFullAttention : other);
+  }
+  return out;
+}
+
+std::vector<KVCacheSpecKind> alternating_sliding(int64_t n) {
+  std::vector<KVCacheSpecKind> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(i % 2 == 0 ? KVCacheSpecKind::kSlidingWindow : KVCacheSpecKind::kFullAttention);
+  }
+  return out;
 }
 
 ParameterEstimate estimate_parameters(const ModelSpec& m, const ParameterShapes& x) {

@@ -125,6 +125,88 @@ std::string serving_dtype(const ConfigReader& r) {
   r.fail(field, fmt::format("unsupported dtype '{}' (expected bfloat16, float16 or float32)", d));
 }
 
+// The layer kinds from a layer_types array ("sliding_attention" / "full_attention").
+std::vector<KVCacheSpecKind> layer_types_from_array(const ConfigReader& r, int64_t num_layers) {
+  const json& a = r.object()["layer_types"];
+  if (!a.is_array() || static_cast<int64_t>(a.size()) != num_layers) {
+    r.fail("layer_types",
+           fmt::format("expected an array of {} strings (one per layer)", num_layers));
+  }
+  std::vector<KVCacheSpecKind> out;
+  for (const json& t : a) {
+    const std::string name = t.is_string() ? t.get<std::string>() : t.dump();
+    if (name == "sliding_attention") {
+      out.push_back(KVCacheSpecKind::kSlidingWindow);
+    } else if (name == "full_attention") {
+      out.push_back(KVCacheSpecKind::kFullAttention);
+    } else {
+      r.fail("layer_types", fmt::format("unsupported layer type '{}' (kvsim knows "
+                                        "sliding_attention and full_attention)",
+                                        name));
+    }
+  }
+  return out;
+}
+
+// Per-layer attention kinds as vLLM 0.26's model code builds them from the config (after
+// transformers' config defaults):
+//   chunked local (Llama 4): attention_chunk_size set; layer i is full attention (NoPE) when
+//     no_rope_layers[i] == 0, chunked otherwise; an absent or empty no_rope_layers means a NoPE
+//     layer every no_rope_layer_interval (default 4) layers (transformers Llama4TextConfig).
+//   sliding window (sliding_window set and use_sliding_window not false):
+//     gpt_oss: even layers sliding (gpt_oss.py: layer_idx % 2 == 0; layer_types is ignored);
+//     otherwise layer_types when given; gemma3/gemma3_text: every sliding_window_pattern-th
+//     (default 6) layer full; gemma2: every 2nd layer full; any other model: every layer
+//     windowed (vLLM applies the config's window to all layers, as for Mistral-7B-v0.1).
+void read_attention_layout(const ConfigReader& r, ModelSpec& m) {
+  const std::string model_type = r.optional_string("model_type");
+  if (r.has("attention_chunk_size")) {
+    m.attention_chunk_size = r.bounded_int("attention_chunk_size", kMaxPositions);
+    const json* nope = r.has("no_rope_layers") ? &r.object()["no_rope_layers"] : nullptr;
+    if (nope != nullptr && !(nope->is_array())) r.fail("no_rope_layers", "expected an array");
+    if (nope != nullptr && !nope->empty()) {
+      if (static_cast<int64_t>(nope->size()) != m.num_layers) {
+        r.fail("no_rope_layers", fmt::format("expected {} entries (one per layer), got {}",
+                                             m.num_layers, nope->size()));
+      }
+      for (const json& v : *nope) {
+        if (!v.is_number_integer()) r.fail("no_rope_layers", "expected integers (0 or 1)");
+        m.layer_types.push_back(v.get<int64_t>() == 0 ? KVCacheSpecKind::kFullAttention
+                                                      : KVCacheSpecKind::kChunkedLocalAttention);
+      }
+    } else {
+      m.layer_types =
+          every_nth_full(m.num_layers, r.optional_int("no_rope_layer_interval", 4, kMaxNumLayers),
+                         KVCacheSpecKind::kChunkedLocalAttention);
+    }
+    m.sliding_window_note =
+        fmt::format("{} of {} layers use chunked local attention ({} tokens per chunk)",
+                    count_layers(m, KVCacheSpecKind::kChunkedLocalAttention), m.num_layers,
+                    m.attention_chunk_size);
+    return;
+  }
+  if (!r.has("sliding_window") || !r.optional_bool("use_sliding_window", true)) return;
+  m.sliding_window = r.bounded_int("sliding_window", kMaxPositions);
+  if (model_type == "gpt_oss") {
+    m.layer_types = alternating_sliding(m.num_layers);
+  } else if (r.has("layer_types")) {
+    m.layer_types = layer_types_from_array(r, m.num_layers);
+  } else if (model_type == "gemma3" || model_type == "gemma3_text") {
+    m.layer_types =
+        every_nth_full(m.num_layers, r.optional_int("sliding_window_pattern", 6, kMaxNumLayers),
+                       KVCacheSpecKind::kSlidingWindow);
+  } else if (model_type == "gemma2") {
+    m.layer_types = every_nth_full(m.num_layers, 2, KVCacheSpecKind::kSlidingWindow);
+  } else {
+    m.layer_types.assign(static_cast<size_t>(m.num_layers), KVCacheSpecKind::kSlidingWindow);
+  }
+  m.sliding_window_note =
+      model_type == "gemma2"
+          ? "gemma-2 alternates sliding-window and global attention layers"
+          : fmt::format("{} of {} layers use the sliding window",
+                        count_layers(m, KVCacheSpecKind::kSlidingWindow), m.num_layers);
+}
+
 }  // namespace
 
 ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
@@ -180,20 +262,7 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
       m.head_dim = shapes.qk_nope_head_dim + m.qk_rope_head_dim;
     }
   }
-  // Sliding window.
-  if (r.has("sliding_window") && r.optional_bool("use_sliding_window", true)) {
-    m.sliding_window = r.bounded_int("sliding_window", kMaxPositions);
-    if (r.has("layer_types") && r.object()["layer_types"].is_array()) {
-      int64_t sliding = 0;
-      for (const json& t : r.object()["layer_types"]) {
-        sliding += (t.is_string() && t.get<std::string>() == "sliding_attention") ? 1 : 0;
-      }
-      m.sliding_window_note =
-          fmt::format("{} of {} layers use the sliding window", sliding, m.num_layers);
-    } else if (r.optional_string("model_type") == "gemma2") {
-      m.sliding_window_note = "gemma-2 alternates sliding-window and global attention layers";
-    }
-  }
+  read_attention_layout(r, m);
   // Mixture of experts.
   for (const char* f : {"n_routed_experts", "num_local_experts", "num_experts"}) {
     if (r.has(f)) {
@@ -220,13 +289,14 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
     if (!q.is_object()) qsrc.fail("quantization_config", "expected an object");
     const ConfigReader qr(q, text, source, "quantization_config.");
     const std::string method = qr.optional_string("quant_method");
-    if (method == "fp8" || method == "awq" || method == "gptq") {
+    if (method == "fp8" || method == "awq" || method == "gptq" || method == "mxfp4") {
       m.checkpoint_quantization = method;
     } else {
-      qr.fail("quant_method",
-              fmt::format("unsupported '{}' (kvsim knows fp8, awq and gptq; pass --weights-gib "
-                          "after removing quantization_config)",
-                          method));
+      qr.fail(
+          "quant_method",
+          fmt::format("unsupported '{}' (kvsim knows fp8, awq, gptq and mxfp4; pass --weights-gib "
+                      "after removing quantization_config)",
+                      method));
     }
   }
 

@@ -185,4 +185,48 @@ TEST(CliPlanErrors, DoesNotFit) {
                "needs 1.00 GiB of KV cache (513 blocks");
 }
 
+// The acceptance check: `kvsim plan --config <gpt-oss-20b config.json>` with an explicit
+// KV budget prints exactly vLLM 0.26.0's two start-up lines (recorded in
+// tests/data/vllm_plan_goldens/gpt-oss-20b_10g_32k*.json), and the knobs move them as vLLM does.
+TEST(CliPlan, HybridGptOssPrintsVllmsLines) {
+  const std::string base = "plan --config " + data("hf_gpt-oss-20b.json") +
+                           " --gpu h100-80g --kv-cache-memory-bytes 10737418240"
+                           " --max-model-len 32768";
+  CliRun r = run_kvsim(base, kStdoutOnly);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("\nGPU KV cache size: 290,413 tokens\n"
+                       "Maximum concurrency for 32,768 tokens per request: 8.86x\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Hybrid KV cache"), std::string::npos) << r.out;
+  r = run_kvsim(base + " --no-async-scheduling", kStdoutOnly);
+  EXPECT_NE(r.out.find("per request: 10.63x"), std::string::npos) << r.out;
+  r = run_kvsim(base + " --max-num-batched-tokens 2048", kStdoutOnly);
+  EXPECT_NE(r.out.find("per request: 11.81x"), std::string::npos) << r.out;
+  r = run_kvsim(base + " --disable-hybrid-kv-cache-manager", kStdoutOnly);
+  EXPECT_NE(r.out.find("GPU KV cache size: 218,448 tokens"), std::string::npos) << r.out;
+  r = run_kvsim(base + " --disable-hybrid-kv-cache-manager --no-disable-hybrid-kv-cache-manager",
+                "2>&1");
+  EXPECT_NE(r.status, 0);
+  const nlohmann::json j = plan_json(base);
+  EXPECT_EQ(j["hybrid_kv_cache_manager"], true);
+  ASSERT_EQ(j["kv_cache_groups"].size(), 2u);
+  EXPECT_EQ(j["kv_cache_groups"][0]["kind"], "sliding_window");
+  EXPECT_EQ(j["kv_cache_groups"][0]["blocks_per_request"], 1033);
+  EXPECT_EQ(j["num_gpu_blocks"], 27306);
+  EXPECT_EQ(j["vllm_log_lines"][1], "Maximum concurrency for 32,768 tokens per request: 8.86x");
+}
+
+// Llama 4 Scout: vLLM turns the hybrid manager off for chunked local attention by default.
+TEST(CliPlan, Llama4ChunkedDefaultsToTheFullAttentionLayout) {
+  const std::string base =
+      "plan --model llama-4-scout --gpu h100-80g --kv-cache-memory-bytes 42949672960 "
+      "--max-model-len 131072";
+  CliRun r = run_kvsim(base, kStdoutOnly);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("per request: 1.67x"), std::string::npos) << r.out;
+  r = run_kvsim(base + " --no-disable-hybrid-kv-cache-manager", kStdoutOnly);
+  EXPECT_NE(r.out.find("GPU KV cache size: 559,237 tokens"), std::string::npos) << r.out;
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
@@ -199,6 +200,80 @@ TEST(ModelConfigErrors, MissingFile) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos);
   }
+}
+
+// The hybrid families: the config's layer pattern is the one vLLM's model code builds, and the
+// KV shape is the preset's (so `plan --config` and `plan --model` agree).
+void expect_same_kv_layout(const ModelSpec& config, const ModelSpec& preset) {
+  EXPECT_EQ(config.num_layers, preset.num_layers);
+  EXPECT_EQ(config.num_kv_heads, preset.num_kv_heads);
+  EXPECT_EQ(config.head_dim, preset.head_dim);
+  EXPECT_EQ(config.sliding_window, preset.sliding_window);
+  EXPECT_EQ(config.attention_chunk_size, preset.attention_chunk_size);
+  EXPECT_EQ(config.layer_types, preset.layer_types);
+  EXPECT_EQ(config.max_position_embeddings, preset.max_position_embeddings);
+}
+
+TEST(ModelConfig, GptOssAlternatesSlidingAndFullLayers) {
+  const ModelSpec m = load_hf_config(data("hf_gpt-oss-20b.json"));
+  expect_same_kv_layout(m, find_model_preset("gpt-oss-20b"));
+  EXPECT_EQ(m.layer_types.front(), KVCacheSpecKind::kSlidingWindow);  // layer 0 slides
+  EXPECT_EQ(count_layers(m, KVCacheSpecKind::kSlidingWindow), 12);
+  EXPECT_EQ(m.checkpoint_quantization, "mxfp4");
+  EXPECT_EQ(m.num_experts, 32);
+}
+
+TEST(ModelConfig, Gemma3DerivesLayerTypesFromThePattern) {
+  const ModelSpec m = load_hf_config(data("hf_gemma-3-12b.json"));  // no layer_types listed
+  expect_same_kv_layout(m, find_model_preset("gemma-3-12b"));
+  EXPECT_EQ(count_layers(m, KVCacheSpecKind::kFullAttention), 8);  // layers 5, 11, ..., 47
+  EXPECT_EQ(layer_type(m, 5), KVCacheSpecKind::kFullAttention);
+  EXPECT_EQ(layer_type(m, 6), KVCacheSpecKind::kSlidingWindow);
+}
+
+TEST(ModelConfig, Llama4ChunkedLocalAttentionFromNoRopeLayers) {
+  // An empty no_rope_layers means a NoPE (full) layer every 4th layer (transformers' default).
+  const ModelSpec m = load_hf_config(data("hf_llama-4-scout.json"));
+  expect_same_kv_layout(m, find_model_preset("llama-4-scout"));
+  EXPECT_EQ(count_layers(m, KVCacheSpecKind::kChunkedLocalAttention), 36);
+  const ModelSpec explicit_list = parse_hf_config(
+      R"({"num_hidden_layers": 4, "num_attention_heads": 8, "head_dim": 64,
+      "attention_chunk_size": 256, "no_rope_layers": [0, 1, 1, 0]})",
+      "x.json");
+  EXPECT_EQ(explicit_list.layer_types,
+            (std::vector<KVCacheSpecKind>{
+                KVCacheSpecKind::kFullAttention, KVCacheSpecKind::kChunkedLocalAttention,
+                KVCacheSpecKind::kChunkedLocalAttention, KVCacheSpecKind::kFullAttention}));
+}
+
+TEST(ModelConfig, HybridLayoutErrorsNameTheField) {
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+      "sliding_window": 8, "layer_types": ["sliding_attention"]})")
+                .find("'layer_types'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+      "sliding_window": 8, "layer_types": ["sliding_attention", "linear_attention"]})")
+                .find("linear_attention"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
+      "attention_chunk_size": 8, "no_rope_layers": [1]})")
+                .find("'no_rope_layers'"),
+            std::string::npos);
+}
+
+TEST(ModelConfig, HybridPlanFromConfigEqualsThePresetPlan) {
+  PlanInputs in;
+  in.gpu = find_gpu_preset("h100-80g");
+  in.kv_cache_memory_bytes = int64_t{10} << 30;
+  in.max_model_len = 32768;
+  in.model = load_hf_config(data("hf_gpt-oss-20b.json"));
+  const Plan from_config = compute_plan(in);
+  in.model = find_model_preset("gpt-oss-20b");
+  const Plan from_preset = compute_plan(in);
+  EXPECT_EQ(from_config.num_gpu_blocks, from_preset.num_gpu_blocks);
+  EXPECT_EQ(vllm_max_concurrency_line(from_config), vllm_max_concurrency_line(from_preset));
+  EXPECT_EQ(vllm_max_concurrency_line(from_config),
+            "Maximum concurrency for 32,768 tokens per request: 8.86x");  // vLLM 0.26.0
 }
 
 }  // namespace

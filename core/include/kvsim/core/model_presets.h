@@ -10,6 +10,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "kvsim/core/kv_cache_spec.h"
 
 namespace kvsim {
 
@@ -42,10 +45,18 @@ struct ModelSpec {
   int64_t kv_lora_rank = 0;
   int64_t qk_rope_head_dim = 0;
 
-  // Sliding-window attention width in tokens (0 = none). The planner treats every layer as full
-  // attention and says so; sliding_window_note explains the pattern (e.g. alternate layers).
+  // Sliding-window attention width in tokens (0 = none); sliding_window_note explains the pattern
+  // (e.g. alternate layers).
   int64_t sliding_window = 0;
   std::string sliding_window_note;
+  // Llama 4's chunked local attention: tokens per chunk (0 = none).
+  int64_t attention_chunk_size = 0;
+  // The KV cache spec kind of each layer, as vLLM's model code builds it (gpt-oss: even layers
+  // sliding; Gemma 2/3: transformers' layer_types; Llama 4: RoPE layers chunked, NoPE layers
+  // full). Empty: every layer is full attention. When set it has num_layers entries; a
+  // kSlidingWindow entry needs sliding_window > 0 and a kChunkedLocalAttention entry
+  // attention_chunk_size > 0 (validate_model_spec checks both).
+  std::vector<KVCacheSpecKind> layer_types;
 
   // Mixture of experts (0 = dense). Used by the step-time model for active weight reads.
   int64_t num_experts = 0;
@@ -74,6 +85,20 @@ std::string gpu_preset_names();
 
 // Throws std::invalid_argument naming the first field that breaks ModelSpec's invariants.
 void validate_model_spec(const ModelSpec& m);
+
+// The spec kind of layer `layer` (kFullAttention when layer_types is empty).
+KVCacheSpecKind layer_type(const ModelSpec& m, int64_t layer);
+// Number of layers of kind `kind`.
+int64_t count_layers(const ModelSpec& m, KVCacheSpecKind kind);
+
+// Layer patterns of the hybrid families (what transformers' configs and vLLM's model code
+// derive when config.json lists no layer_types).
+//   every_nth_full(n, k): layers i with (i + 1) % k == 0 are full, the others `other`
+//     (Gemma 3: k = sliding_window_pattern = 6; Gemma 2: k = 2; Llama 4: k =
+//     no_rope_layer_interval = 4 with `other` = chunked).
+//   alternating_sliding(n): even layers sliding, odd full (gpt-oss's layer_idx % 2 == 0).
+std::vector<KVCacheSpecKind> every_nth_full(int64_t n, int64_t k, KVCacheSpecKind other);
+std::vector<KVCacheSpecKind> alternating_sliding(int64_t n);
 
 // Parameters estimated from the shapes (embeddings, attention or MLA projections, gated MLP or
 // experts, norms). Used when a config.json does not state a parameter count. Returns 0 when the

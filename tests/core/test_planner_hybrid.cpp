@@ -1,0 +1,246 @@
+// kvsim's plan of hybrid (sliding-window, chunked-local) and full-attention models against vLLM
+// 0.26.0's own sizing: tests/data/vllm_plan_goldens/*.json, recorded by
+// tools/vllm_conformance/plan_record.py from get_kv_cache_configs() with the same budget,
+// max_model_len, batch, async setting, hybrid-manager setting, block size and KV dtype. Every
+// golden is compared field by field: the groups (kind, window, layers in vLLM's order), num_blocks,
+// the tensors and who shares them, each group's reservation, max concurrency and both start-up
+// log lines byte for byte.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvsim/core/kv_cache_spec.h"
+#include "kvsim/core/model_presets.h"
+#include "kvsim/core/planner.h"
+
+namespace kvsim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kGoldens = fs::path(KVSIM_SOURCE_DIR) / "tests/data/vllm_plan_goldens";
+
+std::vector<fs::path> golden_files() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kGoldens)) {
+    if (e.path().extension() == ".json") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+// The golden's inputs as kvsim's planner takes them: the budget through --kv-cache-memory-bytes
+// (vLLM's kv_cache_memory_bytes), the card only for its name.
+PlanInputs inputs_of(const json& g) {
+  const json& i = g.at("inputs");
+  PlanInputs in;
+  in.model = find_model_preset(i.at("model").get<std::string>());
+  in.gpu.name = "golden";
+  in.gpu.vram_gib = 1000;
+  in.kv_cache_memory_bytes = i.at("kv_cache_memory_bytes").get<int64_t>();
+  in.max_model_len = i.at("max_model_len").get<int64_t>();
+  in.max_num_batched_tokens = i.at("max_num_batched_tokens").get<int64_t>();
+  in.async_scheduling = i.at("async_scheduling").get<bool>();
+  if (!i.at("disable_hybrid_kv_cache_manager").is_null()) {
+    in.disable_hybrid_kv_cache_manager = i.at("disable_hybrid_kv_cache_manager").get<bool>();
+  }
+  in.block_size = i.at("block_size").get<int64_t>();
+  in.kv_cache_dtype = i.at("kv_cache_dtype").get<std::string>();
+  if (!i.at("num_gpu_blocks_override").is_null()) {
+    in.num_gpu_blocks_override = i.at("num_gpu_blocks_override").get<int64_t>();
+  }
+  return in;
+}
+
+TEST(PlannerHybridGoldens, EveryGoldenMatchesVllm) {
+  const std::vector<fs::path> files = golden_files();
+  ASSERT_GE(files.size(), 15u) << "goldens missing under " << kGoldens;
+  for (const fs::path& path : files) {
+    SCOPED_TRACE(path.filename().string());
+    const json g = read_json(path);
+    const Plan p = compute_plan(inputs_of(g));
+    const KVCacheConfig& c = p.kv_cache_config;
+    validate_kv_cache_config(c);
+
+    EXPECT_EQ(p.max_in_flight_tokens, g.at("max_in_flight_tokens").get<int64_t>());
+    EXPECT_EQ(!p.hybrid_kv_cache_manager && p.hybrid_model,
+              g.at("hybrid_kv_cache_manager_disabled").get<bool>() && p.hybrid_model);
+    EXPECT_EQ(p.num_gpu_blocks, g.at("num_blocks").get<int64_t>());
+    EXPECT_EQ(c.num_blocks, g.at("num_blocks").get<int64_t>());
+
+    const json& groups = g.at("kv_cache_groups");
+    ASSERT_EQ(c.kv_cache_groups.size(), groups.size());
+    ASSERT_EQ(p.kv_cache_groups.size(), groups.size());
+    for (size_t k = 0; k < groups.size(); ++k) {
+      SCOPED_TRACE("group " + std::to_string(k));
+      const json& want = groups[k];
+      const KVCacheGroupSpec& got = c.kv_cache_groups[k];
+      EXPECT_EQ(std::string(to_string(got.kv_cache_spec.kind)), want.at("kind").get<std::string>());
+      EXPECT_EQ(got.layer_indices, want.at("layer_indices").get<std::vector<int32_t>>());
+      EXPECT_EQ(got.kv_cache_spec.block_size, want.at("block_size").get<int32_t>());
+      EXPECT_EQ(got.kv_cache_spec.page_size_bytes, want.at("page_size_bytes").get<int64_t>());
+      if (got.kv_cache_spec.kind == KVCacheSpecKind::kSlidingWindow) {
+        EXPECT_EQ(got.kv_cache_spec.sliding_window, want.at("sliding_window").get<int32_t>());
+      }
+      if (got.kv_cache_spec.kind == KVCacheSpecKind::kChunkedLocalAttention) {
+        EXPECT_EQ(got.kv_cache_spec.attention_chunk_size,
+                  want.at("attention_chunk_size").get<int32_t>());
+      }
+      EXPECT_EQ(p.kv_cache_groups[k].max_memory_usage_bytes,
+                want.at("max_memory_usage_bytes").get<int64_t>());
+      if (want.contains("max_admission_blocks_per_request")) {
+        EXPECT_EQ(p.kv_cache_groups[k].blocks_per_request,
+                  want.at("max_admission_blocks_per_request").get<int64_t>());
+      }
+    }
+
+    const json& tensors = g.at("kv_cache_tensors");
+    ASSERT_EQ(c.kv_cache_tensors.size(), tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      EXPECT_EQ(c.kv_cache_tensors[t].size_bytes, tensors[t].at("size_bytes").get<int64_t>());
+      EXPECT_EQ(c.kv_cache_tensors[t].shared_by,
+                tensors[t].at("shared_by").get<std::vector<int32_t>>());
+    }
+
+    EXPECT_DOUBLE_EQ(p.vllm_max_concurrency, g.at("max_concurrency").get<double>());
+    const json& lines = g.at("log_lines");
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(vllm_kv_cache_size_line(p), lines[0].get<std::string>());
+    EXPECT_EQ(vllm_max_concurrency_line(p), lines[1].get<std::string>());
+  }
+}
+
+// The goldens cover every hybrid family and both manager settings.
+TEST(PlannerHybridGoldens, CoverTheFamilies) {
+  int sliding = 0, chunked = 0, disabled = 0, padded = 0;
+  for (const fs::path& path : golden_files()) {
+    const json g = read_json(path);
+    const Plan p = compute_plan(inputs_of(g));
+    for (const PlanKVCacheGroup& k : p.kv_cache_groups) {
+      sliding += k.kind == KVCacheSpecKind::kSlidingWindow;
+      chunked += k.kind == KVCacheSpecKind::kChunkedLocalAttention;
+      padded += k.num_padding_layers > 0;
+    }
+    disabled += p.hybrid_model && !p.hybrid_kv_cache_manager;
+  }
+  EXPECT_GT(sliding, 0);
+  EXPECT_GT(chunked, 0);
+  EXPECT_GT(disabled, 0);
+  EXPECT_GT(padded, 0);  // gemma-3-27b: 52 sliding layers in 6 groups of 10 slots
+}
+
+// gpt-oss-20b, worked by hand (docs/hybrid-kv.md): 12 sliding (W = 128) + 12 full layers, 8 KV
+// heads x 64 dims in bf16, so page = 2 x 16 x 8 x 64 x 2 = 32 KiB per layer and block. With
+// async scheduling and max_num_batched_tokens 8192, 16,384 tokens are in flight: a sliding
+// layer reserves cdiv(min(127 + 16384, 32768), 16) + 1 = 1,033 blocks per request, a full one
+// cdiv(32768, 16) = 2,048. 10 GiB / 32 KiB / 12 = 27,306 blocks; 27306 / 3081 = 8.86x.
+TEST(PlannerHybrid, GptOss20bWorkedExample) {
+  PlanInputs in;
+  in.model = find_model_preset("gpt-oss-20b");
+  in.gpu.name = "h100-80g";
+  in.gpu.vram_gib = 80;
+  in.kv_cache_memory_bytes = int64_t{10} << 30;
+  in.max_model_len = 32768;
+  const Plan p = compute_plan(in);
+  EXPECT_EQ(p.max_num_batched_tokens, 8192);  // vLLM's default on an 80 GiB card
+  EXPECT_EQ(p.max_in_flight_tokens, 16384);
+  EXPECT_EQ(p.page_size_bytes, 32768);
+  EXPECT_EQ(p.kv_cache_group_size, 12);
+  ASSERT_EQ(p.kv_cache_groups.size(), 2u);
+  EXPECT_EQ(p.kv_cache_groups[0].kind, KVCacheSpecKind::kSlidingWindow);
+  EXPECT_EQ(p.kv_cache_groups[0].blocks_per_request, 1033);
+  EXPECT_EQ(p.kv_cache_groups[1].blocks_per_request, 2048);
+  EXPECT_EQ(p.blocks_per_request, 3081);
+  EXPECT_EQ(p.num_gpu_blocks, 27306);
+  EXPECT_EQ(vllm_max_concurrency_line(p),
+            "Maximum concurrency for 32,768 tokens per request: 8.86x");
+  // The lesson's kappa x S counts all 24 layers for every token: 10 / 1.5 GiB = 6 sequences.
+  EXPECT_EQ(p.kappa_bytes, 24 * 2048);
+  EXPECT_EQ(p.max_concurrency, 6);
+  // Hybrid form: kappa_full 24 KiB/token grows with S, the window part stops at 16,511 tokens.
+  EXPECT_EQ(p.kappa_full_bytes, 12 * 2048);
+  EXPECT_EQ(p.kappa_windowed_bytes, 12 * 2048);
+  EXPECT_EQ(p.windowed_tokens_cap, 127 + 16384);
+  EXPECT_EQ(p.hybrid_max_concurrency, 8);
+}
+
+// vLLM's rule: the hybrid manager is off by default for chunked local attention and then every
+// layer is sized as full attention, which gives exactly the full-attention plan.
+TEST(PlannerHybrid, DisabledManagerEqualsFullAttention) {
+  PlanInputs in;
+  in.model = find_model_preset("llama-4-scout");
+  in.gpu.name = "x";
+  in.gpu.vram_gib = 80;
+  in.kv_cache_memory_bytes = int64_t{40} << 30;
+  in.max_model_len = 131072;
+  const Plan hybrid_off = compute_plan(in);
+  EXPECT_TRUE(hybrid_off.hybrid_model);
+  EXPECT_FALSE(hybrid_off.hybrid_kv_cache_manager);
+  ModelSpec full = in.model;
+  full.layer_types.clear();
+  full.attention_chunk_size = 0;
+  in.model = full;
+  const Plan plain = compute_plan(in);
+  EXPECT_EQ(hybrid_off.num_gpu_blocks, plain.num_gpu_blocks);
+  EXPECT_EQ(vllm_kv_cache_size_line(hybrid_off), vllm_kv_cache_size_line(plain));
+  EXPECT_EQ(vllm_max_concurrency_line(hybrid_off), vllm_max_concurrency_line(plain));
+}
+
+// Sync scheduling halves the in-flight tokens, so the window groups reserve less and more
+// requests fit (the reservation, not the steady state, sizes vLLM's concurrency).
+TEST(PlannerHybrid, AsyncSchedulingDoublesTheWindowReservation) {
+  PlanInputs in;
+  in.model = find_model_preset("gpt-oss-20b");
+  in.gpu.name = "x";
+  in.gpu.vram_gib = 80;
+  in.kv_cache_memory_bytes = int64_t{10} << 30;
+  in.max_model_len = 32768;
+  in.max_num_batched_tokens = 8192;
+  const Plan async_plan = compute_plan(in);
+  in.async_scheduling = false;
+  const Plan sync_plan = compute_plan(in);
+  EXPECT_EQ(async_plan.kv_cache_groups[0].tokens_per_request, 127 + 16384);
+  EXPECT_EQ(sync_plan.kv_cache_groups[0].tokens_per_request, 127 + 8192);
+  EXPECT_GT(sync_plan.vllm_max_concurrency, async_plan.vllm_max_concurrency);
+}
+
+TEST(PlannerHybrid, DefaultBatchFollowsTheCard) {
+  GpuSpec a100{"a100-80g", 80, 312, 2039};
+  GpuSpec h100{"h100-80g", 80, 989.4, 3350};
+  GpuSpec l4{"l4", 24, 121, 300};
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(h100, 32768, std::nullopt), 8192);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(a100, 32768, std::nullopt), 2048);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(l4, 32768, std::nullopt), 2048);
+  EXPECT_EQ(vllm_default_max_num_batched_tokens(l4, 4, 100), 400);  // min(seqs x L, 2048)
+}
+
+TEST(PlannerHybrid, SlidingWindowNeedsKernelBlockMultiples) {
+  PlanInputs in;
+  in.model = find_model_preset("gpt-oss-20b");
+  in.gpu.name = "x";
+  in.gpu.vram_gib = 80;
+  in.kv_cache_memory_bytes = int64_t{10} << 30;
+  in.max_model_len = 4096;
+  in.block_size = 8;
+  EXPECT_THROW(compute_plan(in), PlanError);
+  in.disable_hybrid_kv_cache_manager = true;  // all full attention: any block size
+  EXPECT_NO_THROW(compute_plan(in));
+}
+
+}  // namespace
+}  // namespace kvsim
