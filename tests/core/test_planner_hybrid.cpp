@@ -242,5 +242,27 @@ TEST(PlannerHybrid, SlidingWindowNeedsKernelBlockMultiples) {
   EXPECT_NO_THROW(compute_plan(in));
 }
 
+// The inverse question for N streams: vLLM's blocks give the largest S with
+// N x (cdiv(min(16511, S), 16) + 1 + cdiv(S, 16)) <= N_blocks - 1, the lesson's hybrid form
+// solves kappa_full x S + kappa_windowed x cap = K / N.
+TEST(PlannerHybrid, LongestContextForNStreams) {
+  PlanInputs in;
+  in.model = find_model_preset("gpt-oss-20b");
+  in.gpu.name = "h100-80g";
+  in.gpu.vram_gib = 80;
+  in.kv_cache_memory_bytes = int64_t{10} << 30;
+  in.max_model_len = 32768;
+  in.concurrency = 8;
+  const Plan p = compute_plan(in);
+  // 27305 / 8 = 3413 blocks per stream: 1033 for the window, 2380 x 16 = 38080 tokens full.
+  ASSERT_TRUE(p.vllm_max_context_tokens.has_value());
+  EXPECT_EQ(*p.vllm_max_context_tokens, 38080);
+  // (10 GiB / 8 - 24576 x 16511) / 24576 = 38102.3
+  ASSERT_TRUE(p.hybrid_max_context_tokens.has_value());
+  EXPECT_EQ(*p.hybrid_max_context_tokens, 38102);
+  // The full-attention lesson: 10 GiB / (49152 x 8) = 27306 tokens.
+  EXPECT_EQ(*p.max_context_tokens, 27306);
+}
+
 }  // namespace
 }  // namespace kvsim
