@@ -224,7 +224,10 @@ int64_t hybrid_max_context(const std::vector<KVCacheGroupSpec>& groups, int64_t 
   const bool grows = std::any_of(groups.begin(), groups.end(), [](const KVCacheGroupSpec& g) {
     return g.kv_cache_spec.kind == KVCacheSpecKind::kFullAttention;
   });
-  int64_t hi = (usable_blocks / streams + 1) * block_size;
+  int64_t hi = 0;
+  if (__builtin_mul_overflow(usable_blocks / streams + 1, block_size, &hi)) {
+    hi = std::numeric_limits<int64_t>::max() / 4;  // beyond any pool: the search stays in range
+  }
   if (!grows) {
     hi = 0;
     for (const KVCacheGroupSpec& g : groups) {
@@ -433,11 +436,13 @@ Plan compute_plan(const PlanInputs& in) {
 
   // Scheduler knobs and the hybrid manager (vLLM VllmConfig.max_in_flight_tokens and
   // config/vllm.py's rule for --disable-hybrid-kv-cache-manager).
-  require(!in.max_num_batched_tokens || *in.max_num_batched_tokens > 0,
-          fmt::format("--max-num-batched-tokens must be > 0 (got {})",
+  require(!in.max_num_batched_tokens ||
+              (*in.max_num_batched_tokens > 0 && *in.max_num_batched_tokens <= kMaxBatchTokens),
+          fmt::format("--max-num-batched-tokens must be in [1, {}] (got {})", kMaxBatchTokens,
                       in.max_num_batched_tokens.value_or(0)));
-  require(!in.max_num_seqs || *in.max_num_seqs > 0,
-          fmt::format("--max-num-seqs must be > 0 (got {})", in.max_num_seqs.value_or(0)));
+  require(!in.max_num_seqs || (*in.max_num_seqs > 0 && *in.max_num_seqs <= kMaxBatchTokens),
+          fmt::format("--max-num-seqs must be in [1, {}] (got {})", kMaxBatchTokens,
+                      in.max_num_seqs.value_or(0)));
   p.max_num_batched_tokens = in.max_num_batched_tokens.value_or(
       vllm_default_max_num_batched_tokens(in.gpu, p.max_model_len, in.max_num_seqs));
   p.async_scheduling = in.async_scheduling;
@@ -602,9 +607,11 @@ Plan compute_plan(const PlanInputs& in) {
           tokens_per_request(g.kv_cache_spec, p.max_in_flight_tokens, p.max_model_len);
     }
   }
-  p.hybrid_kv_per_seq_bytes =
-      checked_mul(p.kappa_full_bytes, p.max_model_len, "KV bytes per sequence") +
-      checked_mul(p.kappa_windowed_bytes, p.windowed_tokens_cap, "windowed KV bytes");
+  require(!__builtin_add_overflow(
+              checked_mul(p.kappa_full_bytes, p.max_model_len, "KV bytes per sequence"),
+              checked_mul(p.kappa_windowed_bytes, p.windowed_tokens_cap, "windowed KV bytes"),
+              &p.hybrid_kv_per_seq_bytes),
+          "hybrid KV bytes per sequence overflow 64-bit integers");
   if (p.kv_budget_gib > 0) {
     const double budget = p.kv_budget_gib * kGiB;
     p.hybrid_max_concurrency = static_cast<int64_t>(

@@ -41,6 +41,7 @@ inline constexpr double kMaxVramGib = 1e6;     // also bounds --overhead-gib and
 inline constexpr double kMaxNumParams = 1e15;
 inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 inline constexpr int64_t kMaxTensorParallelSize = 65536;
+inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 40;  // --max-num-batched-tokens/-seqs
 
 // Invalid input (a size out of range, an unknown dtype, a TP size that does not divide heads).
 class PlanError : public std::invalid_argument {
