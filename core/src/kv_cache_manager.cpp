@@ -25,6 +25,22 @@ KVCacheManager::KVCacheManager(const KVCacheManagerConfig& config)
         fmt::format("KVCacheManager: watermark must be in [0, 1), got {}", config.watermark));
   }
   watermark_blocks_ = static_cast<int32_t>(config.watermark * config.num_gpu_blocks);
+  const KVCacheConfig& kv = config.kv_cache_config;
+  if (kv.kv_cache_groups.empty()) return;
+  validate_kv_cache_config(kv);
+  if (kv.num_blocks != config.num_gpu_blocks || kv.block_size() != config.block_size) {
+    throw std::invalid_argument(fmt::format(
+        "KVCacheManager: kv_cache_config has {} blocks of {} tokens, the manager {} of {}",
+        kv.num_blocks, kv.block_size(), config.num_gpu_blocks, config.block_size));
+  }
+  const bool single_full =
+      kv.kv_cache_groups.size() == 1 &&
+      kv.kv_cache_groups[0].kv_cache_spec.kind == KVCacheSpecKind::kFullAttention;
+  if (single_full) return;
+  const int64_t in_flight =
+      config.max_in_flight_tokens > 0 ? config.max_in_flight_tokens : config.max_model_len;
+  coordinator_ = std::make_unique<KVCacheCoordinator>(kv, block_pool_, config.enable_caching,
+                                                      config.max_model_len, in_flight);
 }
 
 KVCacheManager::RequestBlocks& KVCacheManager::state_for(int64_t request_id) {
@@ -47,6 +63,10 @@ void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks&
   out.num_computed_tokens = 0;
   // vLLM skips the lookup (and its record) only when caching is off.
   if (!config_.enable_caching) return;
+  if (coordinator_) {
+    get_computed_blocks_coordinated(request, out);
+    return;
+  }
   if (request.hash_block_size == 0 || request.num_tokens() <= 0) {
     record_lookup(request, 0);
     return;
@@ -83,6 +103,7 @@ std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots(
     throw std::invalid_argument(fmt::format("allocate_slots: request {} asks for {} new tokens",
                                             request.request_id, args.num_new_tokens));
   }
+  if (coordinator_) return allocate_slots_coordinated(request, args);
   RequestBlocks& st = state_for(request.request_id);
   const int64_t L = config_.max_model_len;
   const int64_t local =
@@ -170,6 +191,10 @@ void KVCacheManager::cache_blocks(const Request& request, int64_t num_tokens) {
   }
   RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
   if (!st.live) return;
+  if (coordinator_) {
+    coordinator_->cache_blocks(request, num_tokens);
+    return;
+  }
   cache_blocks(request, st, num_tokens);
 }
 
@@ -178,6 +203,7 @@ void KVCacheManager::free(const Request& request) {
     return;
   RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
   if (!st.live) return;
+  if (coordinator_) coordinator_->free(request.request_id);
   free_scratch_.assign(st.blocks.rbegin(), st.blocks.rend());
   block_pool_.free_blocks(free_scratch_);
   total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());
@@ -205,11 +231,16 @@ void KVCacheManager::record_lookup(const Request& request, int32_t num_hit_token
 }
 
 std::span<const BlockId> KVCacheManager::get_block_ids(int64_t request_id) const {
+  if (coordinator_) return coordinator_->manager(0).get_blocks(request_id);
   if (request_id < 0 || static_cast<size_t>(request_id) >= req_to_blocks_.size()) return {};
   return req_to_blocks_[static_cast<size_t>(request_id)].blocks;
 }
 
 void KVCacheManager::check_invariants() const {
+  if (coordinator_) {
+    check_invariants_coordinated();
+    return;
+  }
   block_pool_.check_invariants();
   std::unordered_map<BlockId, int32_t> refs;
   int64_t blocks = 0;

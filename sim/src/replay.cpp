@@ -108,6 +108,10 @@ class Engine {
   int64_t padding_fraction_steps_ = 0;
   double sum_usage_ = 0;
   int64_t usage_steps_ = 0;
+  // Hybrid layouts: per group, Σ over steps of usage and of padding (empty otherwise).
+  std::vector<double> group_usage_sum_;
+  std::vector<double> group_usage_peak_;
+  std::vector<double> group_padding_sum_;
   int64_t sum_running_ = 0;
   bool new_work_ = false;  // the current step computes a position for the first time
   int64_t next_progress_ = 0;
@@ -184,6 +188,19 @@ void Engine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
   sum_usage_ += usage;
   ++usage_steps_;
+  if (kv.coordinator() != nullptr) {
+    const size_t groups = kv.num_kv_cache_groups();
+    group_usage_sum_.resize(groups, 0.0);
+    group_usage_peak_.resize(groups, 0.0);
+    group_padding_sum_.resize(groups, 0.0);
+    const double usable = std::max(1.0, static_cast<double>(sched_.config().num_gpu_blocks - 1));
+    for (size_t g = 0; g < groups; ++g) {
+      const double u = static_cast<double>(kv.num_held_blocks_in_group(g)) / usable;
+      group_usage_sum_[g] += u;
+      group_usage_peak_[g] = std::max(group_usage_peak_[g], u);
+      group_padding_sum_[g] += static_cast<double>(kv.padding_tokens(g));
+    }
+  }
 }
 
 void Engine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
@@ -565,6 +582,25 @@ void Engine::finish_summary() {
         sum_padding_fraction_ / static_cast<double>(padding_fraction_steps_);
   }
   if (usage_steps_ > 0) sum.mean_kv_usage = sum_usage_ / static_cast<double>(usage_steps_);
+  if (const KVCacheCoordinator* coord = kv.coordinator(); coord != nullptr) {
+    const KVCacheConfig& layout = sched_.config().kv_cache_config;
+    for (size_t g = 0; g < coord->num_groups(); ++g) {
+      KVCacheGroupSummary gs;
+      const KVCacheSpec& spec = coord->manager(g).kv_cache_spec();
+      gs.kind = std::string(to_string(spec.kind));
+      gs.window = spec.kind == KVCacheSpecKind::kSlidingWindow ? spec.sliding_window
+                                                               : spec.attention_chunk_size;
+      gs.num_layers = static_cast<int32_t>(layout.kv_cache_groups[g].layer_indices.size());
+      if (g < group_usage_sum_.size() && usage_steps_ > 0) {
+        gs.mean_kv_usage = group_usage_sum_[g] / static_cast<double>(usage_steps_);
+        gs.peak_kv_usage = group_usage_peak_[g];
+        gs.padding_tokens_mean = group_padding_sum_[g] / static_cast<double>(usage_steps_);
+      }
+      gs.blocks_freed_out_of_window = coord->manager(g).num_skipped_blocks_freed();
+      sum.window_blocks_freed += gs.blocks_freed_out_of_window;
+      sum.kv_cache_groups.push_back(std::move(gs));
+    }
+  }
   sum.p50_running = histogram_percentile(sum.running_histogram, sum.steps, 0.50);
   sum.p99_running = histogram_percentile(sum.running_histogram, sum.steps, 0.99);
   int64_t finished_length = 0;
@@ -607,6 +643,16 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
   if (!(config.swap_bandwidth_bytes_per_s > 0)) {
     throw std::invalid_argument(fmt::format("replay: swap bandwidth must be > 0 bytes/s (got {})",
                                             config.swap_bandwidth_bytes_per_s));
+  }
+  const auto& groups = config.scheduler.kv_cache_config.kv_cache_groups;
+  const bool hybrid =
+      groups.size() > 1 ||
+      (groups.size() == 1 && groups[0].kv_cache_spec.kind != KVCacheSpecKind::kFullAttention);
+  if (hybrid && dynamic_cast<NullKvBackend*>(&backend) == nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "replay: the {} KV backend models one full-attention group; this model's hybrid KV "
+        "layout ({} groups) replays with the null backend only",
+        backend.name(), groups.size()));
   }
   Engine engine(config, trace, backend, step_time, progress);
   return engine.run();

@@ -83,6 +83,17 @@ ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
   sc.num_gpu_blocks = to_i32(plan.num_gpu_blocks, "num_gpu_blocks");
   sc.block_size = to_i32(plan.block_size, "block_size");
   sc.max_model_len = to_i32(plan.max_model_len, "max_model_len");
+  // The plan's KV layout. A single full-attention group stays implicit (the allocator's
+  // specialised path, unchanged); any other layout drives the hybrid manager with the pool's
+  // block count (a --num-gpu-blocks override included).
+  sc.kv_cache_config = {};
+  const KVCacheConfig& layout = plan.kv_cache_config;
+  if (layout.kv_cache_groups.size() > 1 ||
+      (layout.kv_cache_groups.size() == 1 &&
+       layout.kv_cache_groups[0].kv_cache_spec.kind != KVCacheSpecKind::kFullAttention)) {
+    sc.kv_cache_config.kv_cache_groups = layout.kv_cache_groups;
+    sc.kv_cache_config.num_blocks = sc.num_gpu_blocks;
+  }
   const BatchLimits defaults = vllm_default_batch_limits(gpu);
   sc.max_num_seqs = settings.max_num_seqs.value_or(defaults.max_num_seqs);
   sc.max_num_batched_tokens =

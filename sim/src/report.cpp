@@ -121,6 +121,22 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["padding_fraction_mean"] = s.padding_fraction_mean;
   j["peak_kv_usage"] = s.peak_kv_usage;
   j["mean_kv_usage"] = s.mean_kv_usage;
+  if (!s.kv_cache_groups.empty()) {  // hybrid layouts only: full-attention summaries unchanged
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const KVCacheGroupSummary& g : s.kv_cache_groups) {
+      nlohmann::ordered_json o;
+      o["kind"] = g.kind;
+      o["window"] = g.window;
+      o["num_layers"] = g.num_layers;
+      o["mean_kv_usage"] = g.mean_kv_usage;
+      o["peak_kv_usage"] = g.peak_kv_usage;
+      o["padding_tokens_mean"] = g.padding_tokens_mean;
+      o["blocks_freed_out_of_window"] = g.blocks_freed_out_of_window;
+      groups.push_back(std::move(o));
+    }
+    j["kv_cache_groups"] = std::move(groups);
+    j["window_blocks_freed"] = s.window_blocks_freed;
+  }
   // vLLM's counters (vllm:prefix_cache_queries / _hits), then the admission share.
   j["prefix_cache_hit_rate"] = s.prefix_cache_hit_rate;
   j["prefix_cache_queries"] = s.prefix_cache.queries;
@@ -223,6 +239,27 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                  "  padding (last-block waste): mean {:.1f} tokens, peak {}, {:.2f}% of used KV "
                  "on average\n",
                  s.padding_tokens_mean, s.padding_tokens_peak, 100.0 * s.padding_fraction_mean);
+  if (!s.kv_cache_groups.empty()) {
+    fmt::format_to(out,
+                   "  hybrid KV cache: {} groups share the pool; a block holds one group's page "
+                   "of each of its layers\n",
+                   s.kv_cache_groups.size());
+    for (size_t g = 0; g < s.kv_cache_groups.size(); ++g) {
+      const KVCacheGroupSummary& k = s.kv_cache_groups[g];
+      fmt::format_to(out,
+                     "    group {} ({}{}, {} layers): KV usage mean {:.1f}%, peak {:.1f}%; "
+                     "padding mean {:.1f} tokens; {} blocks freed out of the window\n",
+                     g, k.kind, k.window > 0 ? fmt::format(" {}", k.window) : std::string(),
+                     k.num_layers, 100.0 * k.mean_kv_usage, 100.0 * k.peak_kv_usage,
+                     k.padding_tokens_mean, k.blocks_freed_out_of_window);
+    }
+    fmt::format_to(out,
+                   "  sliding-window saving: {} blocks fell out of a window or chunk and were "
+                   "freed while their requests ran (vLLM replaces them by the null block); the "
+                   "formula's kappa counts every layer as full attention for all max_model_len "
+                   "tokens\n",
+                   s.window_blocks_freed);
+  }
   fmt::format_to(out, "  preemption: {} preemptions of {} requests, {} tokens recomputed",
                  s.preemptions, s.preempted_requests, s.recomputed_tokens);
   if (ctx.scheduler.preemption_mode == PreemptionMode::SWAP) {

@@ -16,6 +16,9 @@ KVCacheManagerConfig kv_config(const SchedulerConfig& c) {
   k.max_model_len = c.max_model_len;
   k.enable_caching = c.enable_prefix_caching;
   k.watermark = c.watermark;
+  k.kv_cache_config = c.kv_cache_config;
+  // vLLM VllmConfig.max_in_flight_tokens: every concurrent batch may hold a full budget.
+  k.max_in_flight_tokens = int64_t{max_concurrent_batches(c)} * int64_t{c.max_num_batched_tokens};
   return k;
 }
 
@@ -52,6 +55,13 @@ void validate(const SchedulerConfig& c) {
   require(!(c.async_scheduling && c.preemption_mode == PreemptionMode::SWAP), "preemption_mode",
           "swap requires sync scheduling (--no-async-scheduling): vLLM V0's swap never ran "
           "with async scheduling");
+  const bool hybrid_layout =
+      !c.kv_cache_config.kv_cache_groups.empty() &&
+      (c.kv_cache_config.kv_cache_groups.size() > 1 ||
+       c.kv_cache_config.kv_cache_groups[0].kv_cache_spec.kind != KVCacheSpecKind::kFullAttention);
+  require(!(hybrid_layout && c.preemption_mode == PreemptionMode::SWAP), "preemption_mode",
+          "swap needs a single full-attention KV cache group (kvsim does not swap per-group "
+          "tables)");
   // vLLM SchedulerConfig.verify: without chunked prefill a max_model_len prompt must fit the
   // budget.
   require(c.enable_chunked_prefill || c.max_num_batched_tokens >= c.max_model_len,
@@ -84,6 +94,7 @@ std::string_view to_string(PreemptionMode m) {
 void SchedulerOutput::clear() {
   scheduled.clear();
   new_block_ids.clear();
+  new_block_group_ends.clear();
   preempted_req_ids.clear();
   finished_req_ids.clear();
   aborted_req_ids.clear();
@@ -115,7 +126,7 @@ std::span<const int64_t> Scheduler::host_slots(int64_t request_id) const {
 }
 
 int64_t Scheduler::blocks_needed(int64_t tokens) const {
-  return cdiv(std::min<int64_t>(tokens, config_.max_model_len), config_.block_size);
+  return kv_.max_blocks_for_sequence(tokens);
 }
 
 bool Scheduler::check_new_request(const Request& r, RejectReason* reason) const {
@@ -172,6 +183,17 @@ ScheduledRequest& Scheduler::add_scheduled(Request& r, int32_t n,
   s.is_decode =
       r.num_output_tokens + r.num_output_placeholders > 0 && r.num_computed_tokens == length - 1;
   s.num_output_placeholders = r.num_output_placeholders;
+  if (kv_.coordinator() != nullptr) {
+    s.group_ends_begin = static_cast<int32_t>(output_->new_block_group_ends.size());
+    const std::span<const int32_t> ends = kv_.new_block_group_ends();
+    if (new_blocks.empty()) {
+      output_->new_block_group_ends.insert(output_->new_block_group_ends.end(),
+                                           kv_.num_kv_cache_groups(), 0);
+    } else {
+      output_->new_block_group_ends.insert(output_->new_block_group_ends.end(), ends.begin(),
+                                           ends.end());
+    }
+  }
   output_->new_block_ids.insert(output_->new_block_ids.end(), new_blocks.begin(), new_blocks.end());
   scheduled_index_[static_cast<size_t>(r.request_id)] =
       static_cast<int32_t>(output_->scheduled.size());
@@ -355,6 +377,7 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     // A member, so the lookup reuses its capacity instead of allocating per admission.
     ComputedBlocks& hits = computed_blocks_scratch_;
     hits.blocks.clear();
+    for (auto& g : hits.group_blocks) g.clear();
     hits.num_computed_tokens = 0;
     int32_t computed = req->num_computed_tokens;
     if (computed == 0 && config_.enable_prefix_caching) {
@@ -372,6 +395,7 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     args.num_new_tokens = static_cast<int32_t>(n);
     args.num_new_computed_tokens = hits.num_computed_tokens;
     args.new_computed_blocks = hits.blocks;
+    args.new_computed_group_blocks = hits.group_blocks;
     args.num_lookahead_tokens = config_.num_lookahead_tokens;
     args.full_sequence_must_fit = config_.scheduler_reserve_full_isl;
     args.has_scheduled_reqs = !running_.empty();
@@ -422,6 +446,7 @@ const SchedulerOutput& Scheduler::schedule() {
     scheduled_index_[static_cast<size_t>(s.request_id)] = -1;
     Request* r = by_id_[static_cast<size_t>(s.request_id)];
     r->num_computed_tokens += s.num_tokens;
+    r->num_in_flight_tokens += s.num_tokens;
     s.is_prefill_chunk = r->num_computed_tokens < r->num_tokens() + r->num_output_placeholders;
     if (config_.async_scheduling && !s.is_prefill_chunk) r->num_output_placeholders += 1;
     output_->total_num_scheduled_tokens += s.num_tokens;
@@ -440,6 +465,7 @@ const SchedulerOutput& Scheduler::update_from_output() {
   for (ScheduledRequest& s : out.scheduled) {
     const auto id = static_cast<size_t>(s.request_id);
     Request* r = by_id_[id];
+    if (r != nullptr) r->num_in_flight_tokens -= s.num_tokens;
     // Finished meanwhile (async: aborted while its batch was in flight), or a partial prefill.
     if (r == nullptr || s.is_prefill_chunk) continue;
     const RequestStatus before = r->status;
@@ -461,7 +487,7 @@ const SchedulerOutput& Scheduler::update_from_output() {
     }
     if (stopped) {
       r->status = RequestStatus::FINISHED_LENGTH_CAPPED;
-      s.num_freed_blocks = static_cast<int32_t>(kv_.get_block_ids(r->request_id).size());
+      s.num_freed_blocks = static_cast<int32_t>(kv_.num_blocks_held(r->request_id));
       kv_.free(*r);
       s.finished = true;
       finished_pending_.push_back(r->request_id);

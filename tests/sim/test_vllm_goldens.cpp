@@ -5,7 +5,8 @@
 // case input (config + requests) next to what vLLM did at every schedule() call. This test
 // replays each SYNC case through kvsim's Scheduler and each ASYNC case through kvsim's
 // EngineCore with the same engine loop (docs/conformance.md §Engine loop) and compares every step
-// field by field; no vLLM is needed.
+// field by field; no vLLM is needed. Hybrid cases (config.kv_cache_groups, issue 9) record one
+// block-id list per KV cache group and run through KVCacheManager's coordinator.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,6 +80,31 @@ SchedulerConfig config_from(const json& c) {
   s.policy = policy == "fcfs" ? SchedulingPolicy::FCFS : SchedulingPolicy::PRIORITY;
   s.watermark = c.at("watermark").get<double>();
   s.scheduler_reserve_full_isl = c.at("scheduler_reserve_full_isl").get<bool>();
+  if (c.contains("kv_cache_groups")) {
+    KVCacheConfig& kv = s.kv_cache_config;
+    kv.num_blocks = s.num_gpu_blocks;
+    int32_t layer = 0;
+    for (const json& g : c.at("kv_cache_groups")) {
+      KVCacheGroupSpec group;
+      group.layer_indices = {layer++};
+      KVCacheSpec& spec = group.kv_cache_spec;
+      spec.block_size = s.block_size;
+      spec.page_size_bytes = 1;  // any size equal across groups: the recorder's tiny specs
+      const std::string kind = g.at("kind").get<std::string>();
+      if (kind == "full_attention") {
+        spec.kind = KVCacheSpecKind::kFullAttention;
+      } else if (kind == "sliding_window") {
+        spec.kind = KVCacheSpecKind::kSlidingWindow;
+        spec.sliding_window = g.at("sliding_window").get<int32_t>();
+      } else if (kind == "chunked_local_attention") {
+        spec.kind = KVCacheSpecKind::kChunkedLocalAttention;
+        spec.attention_chunk_size = g.at("attention_chunk_size").get<int32_t>();
+      } else {
+        throw std::runtime_error("bad kv_cache_groups kind " + kind);
+      }
+      kv.kv_cache_groups.push_back(std::move(group));
+    }
+  }
   return s;
 }
 
@@ -125,10 +151,26 @@ StepRecord record_schedule(int64_t k, const Scheduler& s, const SchedulerOutput&
   StepRecord rec;
   rec.k = k;
   const KVCacheManager& kv = s.kv_cache_manager();
+  const bool per_group = !s.config().kv_cache_config.kv_cache_groups.empty();
   for (const ScheduledRequest& x : out.scheduled) {
     const int kind = x.is_new ? 1 : (x.is_resumed ? 2 : 0);
     json blocks = json::array();
-    if (kind == 0) {
+    if (per_group) {  // hybrid: one list per group
+      for (size_t g = 0; g < kv.num_kv_cache_groups(); ++g) {
+        json ids = json::array();
+        if (kind == 0) {
+          const auto& ends = out.new_block_group_ends;
+          const auto base = static_cast<size_t>(x.group_ends_begin);
+          const int32_t begin = g == 0 ? 0 : ends[base + g - 1];
+          for (int32_t i = begin; i < ends[base + g]; ++i) {
+            ids.push_back(out.new_block_ids[static_cast<size_t>(x.new_blocks_begin + i)]);
+          }
+        } else {
+          for (BlockId b : kv.get_block_ids(x.request_id, g)) ids.push_back(b);
+        }
+        blocks.push_back(std::move(ids));
+      }
+    } else if (kind == 0) {
       for (int32_t i = 0; i < x.new_blocks_count; ++i) {
         blocks.push_back(out.new_block_ids[static_cast<size_t>(x.new_blocks_begin + i)]);
       }
@@ -347,6 +389,9 @@ TEST(VllmGoldens, SuiteIsPresent) {
   // A missing or emptied directory must fail, not pass vacuously.
   EXPECT_GE(case_names("sync_").size(), 8u) << goldens_dir();
   EXPECT_GE(case_names("async_").size(), 8u) << goldens_dir();
+  // Hybrid KV layouts (issue 9): sliding window, Gemma-like 5:1, chunked local, starved pool.
+  EXPECT_GE(case_names("sync_hybrid_").size(), 5u) << goldens_dir();
+  EXPECT_GE(case_names("async_hybrid_").size(), 5u) << goldens_dir();
 }
 
 }  // namespace

@@ -6,8 +6,13 @@ consecutive token ids so the golden files stay small and both sides see identica
   * unique text: runs drawn from a counter starting at 50,000,000;
   * follow-ups: an earlier request's whole prompt plus a unique suffix (multi-turn);
   * duplicates: an earlier request's exact prompt (the hit is capped one token short).
-Every request satisfies cdiv(prompt + max_tokens, 16) <= num_gpu_blocks - 1 and
+Every request satisfies cdiv(prompt + max_tokens, 16) <= num_gpu_blocks - 1 (hybrid cases: the
+sum over groups, a window group counted at most at its admission cap) and
 prompt + max_tokens < max_model_len, so neither vLLM nor kvsim ever rejects or spins on one.
+
+Hybrid cases (issue 9) add "kv_cache_groups" to the config: one entry per KV cache group, in
+group order, {"kind": "full_attention" | "sliding_window" | "chunked_local_attention",
+"sliding_window": W | "attention_chunk_size": C}; every group has block size 16 and one page size.
 """
 
 from __future__ import annotations
@@ -86,8 +91,33 @@ def gen_requests(case: Case) -> list[dict]:
         n = sum(c for _, c in r["prompt"])
         total = n + r["max_tokens"]
         assert 0 < n and total < cfg["max_model_len"], (case.name, r["id"])
-        assert -(-total // BLOCK_SIZE) <= cfg["num_gpu_blocks"] - 1, (case.name, r["id"])
+        assert blocks_needed(cfg, total) <= cfg["num_gpu_blocks"] - 1, (case.name, r["id"])
     return reqs
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def blocks_needed(cfg: dict, total: int) -> int:
+    """Blocks a sequence of `total` tokens may hold at once: per group cdiv(total, 16), a window
+    group capped at vLLM's max_admission_blocks_per_request (with async's in-flight tokens, the
+    larger of the two modes')."""
+    groups = cfg.get("kv_cache_groups") or [{"kind": "full_attention"}]
+    in_flight = 2 * cfg["max_num_batched_tokens"]
+    blocks = _cdiv(total, BLOCK_SIZE)
+    need = 0
+    for g in groups:
+        if g["kind"] == "sliding_window":
+            cap = _cdiv(min(g["sliding_window"] - 1 + in_flight, cfg["max_model_len"]),
+                        BLOCK_SIZE) + 1
+        elif g["kind"] == "chunked_local_attention":
+            cap = _cdiv(min(g["attention_chunk_size"] + in_flight, cfg["max_model_len"]),
+                        BLOCK_SIZE)
+        else:
+            cap = blocks
+        need += min(blocks, cap)
+    return need
 
 
 MAIN = Workload(num_requests=300, seed=1, suffix_len=(8, 400), output_len=(1, 48),
@@ -98,6 +128,28 @@ MAIN = Workload(num_requests=300, seed=1, suffix_len=(8, 400), output_len=(1, 48
 STARVED = Workload(num_requests=200, seed=2, suffix_len=(8, 120), output_len=(32, 160),
                    shared_prefix_lens=(32, 64, 96), p_shared=0.5, p_follow_up=0.15,
                    p_duplicate=0.05, arrivals_per_step=1.0, priority_levels=3, max_total=400)
+
+
+# Hybrid cases: fewer requests (each step records one block list per group).
+HYBRID = Workload(num_requests=120, seed=3, suffix_len=(8, 400), output_len=(1, 64),
+                  shared_prefix_lens=(48, 100, 200, 330), p_shared=0.4, p_follow_up=0.15,
+                  p_duplicate=0.05, arrivals_per_step=0.6, priority_levels=1, max_total=1000)
+HYBRID_STARVED = Workload(num_requests=100, seed=4, suffix_len=(8, 120), output_len=(32, 160),
+                          shared_prefix_lens=(32, 64, 96), p_shared=0.5, p_follow_up=0.15,
+                          p_duplicate=0.05, arrivals_per_step=1.0, priority_levels=1,
+                          max_total=400)
+
+
+def _full() -> dict:
+    return {"kind": "full_attention"}
+
+
+def _sw(window: int) -> dict:
+    return {"kind": "sliding_window", "sliding_window": window}
+
+
+def _chunked(chunk: int) -> dict:
+    return {"kind": "chunked_local_attention", "attention_chunk_size": chunk}
 
 
 def _config(**overrides) -> dict:
@@ -115,7 +167,7 @@ def _config(**overrides) -> dict:
         "scheduler_reserve_full_isl": True,
     }
     for k, v in overrides.items():
-        assert k in c, k
+        assert k in c or k == "kv_cache_groups", k
         c[k] = v
     return c
 
@@ -147,6 +199,22 @@ _BASE_CASES = [
      _config(policy="priority", **STARVED_POOL), STARVED),
     ("fcfs_starved_nocache", "starved pool without prefix caching",
      _config(enable_prefix_caching=False, **STARVED_POOL), STARVED),
+    # Hybrid KV cache (issue 9).
+    ("hybrid_swa_cache", "gpt-oss-like: full + sliding-window-128 groups (one page size), "
+     "prefix caching: window frees, null-padded hits, the fixed point",
+     _config(num_gpu_blocks=300, kv_cache_groups=[_full(), _sw(128)]), HYBRID),
+    ("hybrid_swa_nocache", "gpt-oss-like without prefix caching",
+     _config(num_gpu_blocks=300, enable_prefix_caching=False,
+             kv_cache_groups=[_full(), _sw(128)]), HYBRID),
+    ("hybrid_gemma_cache", "Gemma-3-like 5:1 at small scale: five sliding-window-256 groups then "
+     "one full group, prefix caching (full attention looked up first)",
+     _config(num_gpu_blocks=500, kv_cache_groups=[_sw(256)] * 5 + [_full()]), HYBRID),
+    ("hybrid_chunked_cache", "Llama-4-like: full + chunked-local-128 groups, prefix caching",
+     _config(num_gpu_blocks=300, kv_cache_groups=[_full(), _chunked(128)]), HYBRID),
+    ("hybrid_swa_starved_cache", "full + sliding-window-64 in a starved pool (63 usable "
+     "blocks): preemptions, admission cap, re-hits",
+     _config(num_gpu_blocks=64, max_model_len=1024, max_num_batched_tokens=256, max_num_seqs=16,
+             kv_cache_groups=[_full(), _sw(64)]), HYBRID_STARVED),
 ]
 
 CASES: list[Case] = [

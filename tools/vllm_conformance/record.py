@@ -85,9 +85,11 @@ class VllmHarness:
         from vllm.v1.core.sched.async_scheduler import AsyncScheduler
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.kv_cache_interface import (
+            ChunkedLocalAttentionSpec,
             FullAttentionSpec,
             KVCacheConfig,
             KVCacheGroupSpec,
+            SlidingWindowSpec,
         )
         from vllm.v1.structured_output import StructuredOutputManager
 
@@ -147,19 +149,25 @@ class VllmHarness:
             raise SystemExit(f"{case.name}: max_concurrent_batches {self.batch_queue_size} != 2")
         self.use_v2_model_runner = bool(vllm_config.use_v2_model_runner)
 
+        def make_spec(g: dict):
+            kw = dict(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype=torch.float32)
+            if g["kind"] == "full_attention":
+                return FullAttentionSpec(**kw)
+            if g["kind"] == "sliding_window":
+                return SlidingWindowSpec(sliding_window=g["sliding_window"], **kw)
+            if g["kind"] == "chunked_local_attention":
+                return ChunkedLocalAttentionSpec(
+                    attention_chunk_size=g["attention_chunk_size"], **kw)
+            raise SystemExit(f"{case.name}: unknown group kind {g['kind']!r}")
+
+        # Hybrid cases: one group per entry (equal page sizes: vLLM's one-pool layout).
+        self.hybrid = "kv_cache_groups" in c
+        groups = c.get("kv_cache_groups") or [{"kind": "full_attention"}]
         kv_cache_config = KVCacheConfig(
             num_blocks=c["num_gpu_blocks"],
             kv_cache_tensors=[],
             kv_cache_groups=[
-                KVCacheGroupSpec(
-                    ["layer"],
-                    FullAttentionSpec(
-                        block_size=BLOCK_SIZE,
-                        num_kv_heads=1,
-                        head_size=1,
-                        dtype=torch.float32,
-                    ),
-                )
+                KVCacheGroupSpec([f"layer{i}"], make_spec(g)) for i, g in enumerate(groups)
             ],
         )
         vllm_config.cache_config.num_gpu_blocks = c["num_gpu_blocks"]
@@ -266,14 +274,17 @@ def run_case(case: Case, model_dir: str) -> dict:
             req = sched.requests[rid]
             # _update_after_schedule already added n.
             computed_before = req.num_computed_tokens - n
+            # Single group: a flat id list; hybrid: one list per group.
             if rid in new_ids:
                 kind = 1
-                blocks = list(new_ids[rid].block_ids[0])
+                per_group = [list(g) for g in new_ids[rid].block_ids]
             else:
                 j = cached_idx[rid]
                 kind = 2 if rid in cached.resumed_req_ids else 0
                 nb = cached.new_block_ids[j]
-                blocks = list(nb[0]) if nb is not None else []
+                ngroups = len(kvm.kv_cache_config.kv_cache_groups)
+                per_group = [list(g) for g in nb] if nb is not None else [[]] * ngroups
+            blocks = per_group if h.hybrid else per_group[0]
             s.append([int(rid), n, computed_before, blocks, kind])
             samples.append((rid, not req.is_prefill_chunk))
         rec = {

@@ -36,6 +36,17 @@
 
 namespace kvsim {
 
+// The prefix-cache key of a block of KV-cache group `group_id` (vLLM: BlockHashWithGroupId =
+// block hash bytes + group id). Group 0's key is the block hash itself, so the single-group layout
+// keys blocks exactly as before; group g > 0 mixes g into both halves with odd multipliers, so two
+// groups' keys for one hash never coincide and a different (hash, group) pair collides only by
+// chance (2^-128, like any two hashes).
+inline BlockHash make_block_hash_with_group_id(const BlockHash& hash, int32_t group_id) {
+  if (group_id == 0) return hash;
+  const auto g = static_cast<uint64_t>(group_id);
+  return BlockHash{hash.lo ^ (g * 0x9E3779B97F4A7C15ULL), hash.hi ^ (g * 0xC2B2AE3D27D4EB4FULL)};
+}
+
 class BlockPool {
  public:
   // Largest pool kvsim simulates: 2^27 blocks (2^31 tokens at block size 16) keep the metadata

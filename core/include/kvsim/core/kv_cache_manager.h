@@ -1,13 +1,21 @@
-// KVCacheManager: vLLM v1's per-request block tables over one BlockPool, for a single
-// full-attention KV-cache group (vllm/v1/core/kv_cache_manager.py + FullAttentionManager,
-// v0.26 semantics; see docs/ and the spec's section 3).
+// KVCacheManager: vLLM v1's per-request block tables over one BlockPool
+// (vllm/v1/core/kv_cache_manager.py, v0.26 semantics; see docs/ and the spec's section 3).
+//
+// Layouts: a single full-attention group (every non-hybrid model; config.kv_cache_config empty
+// or one full-attention group) runs on this class's own specialised path (vLLM's
+// UnitaryKVCacheCoordinator + FullAttentionManager). Any other layout - hybrid models (gpt-oss,
+// Gemma 3, Llama 4) or a single sliding-window/chunked-local group - is driven through a
+// KVCacheCoordinator (kv_cache_coordinator.h) over per-group SingleTypeKVCacheManagers sharing
+// this class's BlockPool; there allocate_slots() also frees the blocks that fell out of each
+// request's window (processed tokens only: Request::num_in_flight_tokens are not yet processed)
+// before checking capacity, so a failed allocation may still have freed such blocks.
 //
 // Contract:
 //   * Request ids are dense non-negative integers; tables grow to the largest id seen.
 //   * get_computed_blocks() returns the longest cached prefix, capped at
 //     floor((num_tokens - 1) / block_size) blocks, stopping at the first miss.
 //   * allocate_slots() either succeeds (returns the newly allocated block ids) or returns
-//     std::nullopt and changes nothing.
+//     std::nullopt and changes nothing (coordinated layouts: except the window frees above).
 //   * free() releases a request's blocks in reverse table order.
 // Invariants (check_invariants()):
 //   M1 the pool's invariants hold;
@@ -16,14 +24,18 @@
 //   M4 num_cached_block[r] <= len(table[r]) and the first num_cached_block[r] blocks are cached
 //      (when caching is on);
 //   M5 padding bookkeeping: Σ table sizes * block_size - Σ held tokens == padding_tokens() >= 0.
+// Coordinated layouts check the coordinator's C1..C3 instead of M2..M4 (M5 summed over groups).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "kvsim/core/block_pool.h"
+#include "kvsim/core/kv_cache_coordinator.h"
+#include "kvsim/core/kv_cache_spec.h"
 #include "kvsim/core/request.h"
 #include "kvsim/core/types.h"
 
@@ -35,6 +47,13 @@ struct KVCacheManagerConfig {
   int32_t max_model_len = 0;  // L
   bool enable_caching = true;
   double watermark = 0.0;  // fraction of N kept free when admitting (vLLM --watermark)
+  // The KV layout. Empty kv_cache_groups: one full-attention group of num_gpu_blocks blocks of
+  // block_size tokens. Otherwise its num_blocks and block size must equal the fields above.
+  KVCacheConfig kv_cache_config = {};
+  // Tokens scheduled but not yet processed at most (vLLM VllmConfig.max_in_flight_tokens =
+  // max_concurrent_batches * max_num_batched_tokens): sizes the admission cap of window groups.
+  // 0: max_model_len (vLLM's fallback when unset).
+  int64_t max_in_flight_tokens = 0;
 };
 
 // Prefix-cache counters exactly as the vLLM 0.26.0 wheel records them (PrefixCacheStats, spec
@@ -52,7 +71,9 @@ struct PrefixCacheStats {
 };
 
 struct ComputedBlocks {
-  std::vector<BlockId> blocks;  // hit blocks, in prefix order
+  std::vector<BlockId> blocks;  // single full-attention group: hit blocks, in prefix order
+  // Coordinated layouts: one list per group (skipped blocks as null blocks); `blocks` is empty.
+  std::vector<std::vector<BlockId>> group_blocks;
   int32_t num_computed_tokens = 0;
 };
 
@@ -60,6 +81,8 @@ struct AllocateSlotsArgs {
   int32_t num_new_tokens = 0;
   int32_t num_new_computed_tokens = 0;                // local prefix-hit tokens
   std::span<const BlockId> new_computed_blocks = {};  // hit blocks from get_computed_blocks
+  // Coordinated layouts: ComputedBlocks::group_blocks (empty: no hits).
+  std::span<const std::vector<BlockId>> new_computed_group_blocks = {};
   int32_t num_lookahead_tokens = 0;
   bool full_sequence_must_fit = false;  // vLLM scheduler_reserve_full_isl admission gate
   bool has_scheduled_reqs = true;       // scheduler passes bool(running)
@@ -71,6 +94,10 @@ class KVCacheManager {
 
   const KVCacheManagerConfig& config() const { return config_; }
   int32_t block_size() const { return config_.block_size; }
+  // 1 for the single full-attention path; the group count of a coordinated layout.
+  size_t num_kv_cache_groups() const { return coordinator_ ? coordinator_->num_groups() : 1; }
+  // Null for the single full-attention path.
+  const KVCacheCoordinator* coordinator() const { return coordinator_.get(); }
   int32_t watermark_blocks() const { return watermark_blocks_; }
 
   // With caching on, also records the lookup in prefix_cache_stats() (vLLM 0.26.0 wheel: every
@@ -80,7 +107,8 @@ class KVCacheManager {
   // ComputedBlocks across steps does not allocate per lookup).
   void get_computed_blocks(const Request& request, ComputedBlocks& out);
 
-  // Returns the newly allocated blocks (valid until the next call) or nullopt when the request
+  // Returns the newly allocated blocks (valid until the next call; coordinated layouts: all
+  // groups' new blocks in group order, see new_block_group_ends()) or nullopt when the request
   // does not fit. Hashes (caches) full blocks up to min(total + n, num_tokens) on success.
   std::optional<std::span<const BlockId>> allocate_slots(Request& request,
                                                          const AllocateSlotsArgs& args);
@@ -95,16 +123,35 @@ class KVCacheManager {
 
   const PrefixCacheStats& prefix_cache_stats() const { return prefix_cache_stats_; }
 
+  // Group 0's table (the only one of the single full-attention path).
   std::span<const BlockId> get_block_ids(int64_t request_id) const;
+  // Group `group`'s table (null blocks included).
+  std::span<const BlockId> get_block_ids(int64_t request_id, size_t group) const;
+  // Coordinated layouts: end offset of group g's ids in the last allocate_slots() result.
+  std::span<const int32_t> new_block_group_ends() const { return new_block_group_ends_; }
+  // Non-null blocks the request holds over all groups (what freeing it returns to the pool).
+  int64_t num_blocks_held(int64_t request_id) const;
+  // Blocks a sequence of `num_tokens` tokens holds at most at once, summed over groups: each
+  // group needs cdiv(min(num_tokens, max_model_len), block_size), a window group at most its
+  // admission cap. The single full-attention path: cdiv(min(num_tokens, L), block_size).
+  int64_t max_blocks_for_sequence(int64_t num_tokens) const;
   double usage() const { return block_pool_.get_usage(); }
   int32_t num_free_blocks() const { return block_pool_.get_num_free_blocks(); }
   const BlockPool& block_pool() const { return block_pool_; }
   bool reset_prefix_cache() { return block_pool_.reset_prefix_cache(); }
 
-  // Σ over live requests of (blocks * block_size - tokens their blocks were allocated for).
+  // Σ over live requests (and groups) of (blocks * block_size - tokens their blocks were
+  // allocated for); a null block stands for block_size skipped tokens.
   int64_t padding_tokens() const {
+    if (coordinator_) return coordinated_padding_tokens();
     return total_table_blocks_ * config_.block_size - total_held_tokens_;
   }
+  // One group's share of padding_tokens() (the whole of it on the single path).
+  int64_t padding_tokens(size_t group) const;
+  // Non-null blocks in live tables of one group (the single path: all table blocks).
+  int64_t num_held_blocks_in_group(size_t group) const;
+  // Blocks freed because they fell out of a window since construction (0 on the single path).
+  int64_t num_skipped_blocks_freed() const;
   int64_t held_tokens() const { return total_held_tokens_; }
   int64_t num_live_requests() const { return num_live_requests_; }
 
@@ -123,9 +170,16 @@ class KVCacheManager {
                                      std::span<const BlockId> hits) const;
   void cache_blocks(const Request& request, RequestBlocks& st, int64_t num_tokens);
   void record_lookup(const Request& request, int32_t num_hit_tokens);
+  std::optional<std::span<const BlockId>> allocate_slots_coordinated(Request& request,
+                                                                     const AllocateSlotsArgs& args);
+  void get_computed_blocks_coordinated(const Request& request, ComputedBlocks& out);
+  int64_t coordinated_padding_tokens() const;
+  void check_invariants_coordinated() const;
 
   KVCacheManagerConfig config_;
   BlockPool block_pool_;
+  std::unique_ptr<KVCacheCoordinator> coordinator_;  // null: single full-attention path
+  std::vector<int32_t> new_block_group_ends_;
   int32_t watermark_blocks_ = 0;
   std::vector<RequestBlocks> req_to_blocks_;
   // Tables of freed requests, kept for reuse: request ids are never reused, so without this every

@@ -56,6 +56,11 @@ struct Request {
   // request that is not a prefill chunk, uncounted when update_from_output() appends the token.
   // Always 0 in sync mode; between steps 0 <= placeholders <= 2 (max_concurrent_batches).
   int32_t num_output_placeholders = 0;
+  // Tokens scheduled in batches whose output is not processed yet (vLLM:
+  // Request.num_in_flight_tokens): + n when a step schedules n tokens for it, - n when that step's
+  // output is applied. Sync mode: 0 between steps. Window groups free out-of-window blocks only
+  // below num_computed_tokens - num_in_flight_tokens (in-flight steps still read the rest).
+  int32_t num_in_flight_tokens = 0;
   PromptContent content;
 
   // Chained hashes of the full blocks of hash_block_size tokens (vLLM: Request.block_hashes).

@@ -109,6 +109,17 @@ struct TimelineRow {
   int64_t host_slots_used = 0;  // host swap slots held after the step
 };
 
+// One KV cache group of a hybrid layout over the replay (ReplaySummary::kv_cache_groups).
+struct KVCacheGroupSummary {
+  std::string kind;    // to_string(KVCacheSpecKind)
+  int32_t window = 0;  // sliding window or attention chunk, tokens (0: full)
+  int32_t num_layers = 0;
+  double mean_kv_usage = 0;  // blocks held by this group / (N - 1), mean over steps
+  double peak_kv_usage = 0;
+  double padding_tokens_mean = 0;          // this group's share of padding_tokens_mean
+  int64_t blocks_freed_out_of_window = 0;  // freed by remove_skipped_blocks while running
+};
+
 // Aggregates over the whole replay (the JSON summary's source).
 struct ReplaySummary {
   int64_t requests = 0;  // trace requests offered
@@ -153,6 +164,11 @@ struct ReplaySummary {
   double padding_fraction_mean = 0;  // padding / (used_blocks * block_size), over steps with used
   double peak_kv_usage = 0;          // max over steps of used / (N - 1)
   double mean_kv_usage = 0;
+  // Hybrid KV layouts only (empty for one full-attention group): per group, in group order. The
+  // totals above (usage, padding) are over all groups: one block holds one group's page of
+  // every layer of that group.
+  std::vector<KVCacheGroupSummary> kv_cache_groups;
+  int64_t window_blocks_freed = 0;  // Σ blocks_freed_out_of_window
   // Async scheduling's costs (all zero in sync mode).
   bool async_scheduling = false;
   int64_t async_ahead_tokens = 0;      // tokens scheduled at the position of a token in flight

@@ -23,7 +23,11 @@
 // flight still receives that token (and may finish while waiting). EngineCore (engine_core.h)
 // reproduces the batch-queue call order.
 // Not cloned: speculative decoding, KV connectors, encoder budgets, LoRA, structured output,
-// pipeline parallelism, hybrid KV groups (see docs/scheduler.md).
+// pipeline parallelism (see docs/scheduler.md).
+// Hybrid KV layouts (SchedulerConfig::kv_cache_config with several groups, or one window group)
+// run through KVCacheManager's coordinator: one pool, per-group tables; each step's
+// allocate_slots first frees the blocks that fell out of a request's window (processed tokens
+// only: Request::num_in_flight_tokens tracks the tokens of batches not yet applied).
 //
 // Ownership: the scheduler stores non-owning Request pointers; the caller keeps every Request
 // alive (and at a stable address) until it is finished. Request ids must be dense and unique.
@@ -51,6 +55,7 @@
 #include <vector>
 
 #include "kvsim/core/kv_cache_manager.h"
+#include "kvsim/core/kv_cache_spec.h"
 #include "kvsim/core/request.h"
 #include "kvsim/core/step_batch.h"
 #include "kvsim/sim/request_queue.h"
@@ -62,7 +67,7 @@ namespace kvsim {
 enum class PreemptionMode : uint8_t { RECOMPUTE, SWAP };
 std::string_view to_string(PreemptionMode m);
 
-// vLLM SchedulerConfig/CacheConfig knobs that matter for a single full-attention group.
+// vLLM SchedulerConfig/CacheConfig knobs that matter to the scheduler and its KV manager.
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 8192;  // token budget per step (max_num_scheduled_tokens)
   int32_t max_num_seqs = 256;
@@ -81,6 +86,10 @@ struct SchedulerConfig {
   // vLLM's AsyncScheduler + batch queue of 2 (see above). The struct default is the plain
   // Scheduler; make_replay_config() and the CLI default to true, as `vllm serve` does.
   bool async_scheduling = false;
+  // The KV layout (the planner's Plan::kv_cache_config). Empty kv_cache_groups: one
+  // full-attention group of num_gpu_blocks blocks of block_size tokens. Otherwise num_blocks and
+  // the block size must equal num_gpu_blocks and block_size; SWAP needs a single full group.
+  KVCacheConfig kv_cache_config = {};
 };
 
 // Batches that may be scheduled and not yet processed: vLLM's max_concurrent_batches
@@ -120,6 +129,10 @@ struct ScheduledRequest {
   int32_t num_prefix_hit_tokens = 0;  // prefix-cache hit at admission (0 for running requests)
   int32_t new_blocks_begin = 0;       // newly allocated ids: SchedulerOutput::new_block_ids
   int32_t new_blocks_count = 0;       //   [begin, begin + count)
+  // Hybrid layouts: the new ids above are all groups' in group order; group g's end (relative
+  // to new_blocks_begin) is SchedulerOutput::new_block_group_ends[group_ends_begin + g].
+  // -1 on the single full-attention path.
+  int32_t group_ends_begin = -1;
   bool is_decode = false;      // generating the next token from the cache (n == 1, C == T - 1)
   bool is_new = false;         // admitted from WAITING this step
   bool is_resumed = false;     // admitted from PREEMPTED this step
@@ -139,11 +152,12 @@ struct ScheduledRequest {
 // reused across steps (vectors keep their capacity).
 struct SchedulerOutput {
   int64_t step_index = 0;
-  std::vector<ScheduledRequest> scheduled;  // RUNNING-loop requests first, then admissions
-  std::vector<BlockId> new_block_ids;       // may hold orphans of requests preempted later
-  std::vector<int64_t> preempted_req_ids;   // in preemption order
-  std::vector<int64_t> finished_req_ids;    // freed by the previous update_from_output
-  std::vector<int64_t> aborted_req_ids;     // rejected at run time during this step
+  std::vector<ScheduledRequest> scheduled;    // RUNNING-loop requests first, then admissions
+  std::vector<BlockId> new_block_ids;         // may hold orphans of requests preempted later
+  std::vector<int32_t> new_block_group_ends;  // hybrid only, see ScheduledRequest
+  std::vector<int64_t> preempted_req_ids;     // in preemption order
+  std::vector<int64_t> finished_req_ids;      // freed by the previous update_from_output
+  std::vector<int64_t> aborted_req_ids;       // rejected at run time during this step
   // SWAP mode. Executed before the step's copies and writes: swap_out first, then swap_in.
   std::vector<BlockSwap> swap_out;           // victims' blocks, in preemption then table order
   std::vector<BlockSwap> swap_in;            // resumed requests' blocks, in table order
