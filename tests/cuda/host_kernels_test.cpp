@@ -1,4 +1,5 @@
-// The host twin (kv_ops.h on Thrust's CPP system) against the scalar reference of kv_test_util.h.
+// The host twin (host_kernels.cpp: kv_ops.h's semantics in CPU loops) against the scalar reference
+// of kv_test_util.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>

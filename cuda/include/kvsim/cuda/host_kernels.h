@@ -1,4 +1,5 @@
-// The host twin: the kv_ops.h functors run on the CPU through Thrust's CPP system.
+// The host twin: the kv_ops.h kernels' semantics run on the CPU, one pass per contiguous row or
+// page (host_kernels.cpp says why not one call per flat work item).
 //
 // Same contracts as the device launches in device_kernels.h, on host pointers; every pointer into
 // a pool or staging buffer must be 16-byte aligned (HostPool and the backends' buffers are).

@@ -1,10 +1,11 @@
 // Per-element kernel logic shared by the CUDA kernels and the host twin.
 //
 // Each op is a trivially copyable functor holding raw pointers into one address space (device
-// memory for the kernels, host memory for the twin). `operator()(i)` processes flat work item i,
-// so the host twin runs it with thrust::for_each over a counting iterator; the CUDA kernels call
-// the same `apply` pieces with their own thread mapping (one CTA per token, per (pair, layer),
-// ...). Nothing here allocates, synchronises or depends on the execution space.
+// memory for the kernels, host memory for the twin). `operator()(i)` processes flat work item i
+// (the grid-stride kernels and the emulated-grid tests use it); the CUDA kernels call the same
+// pieces with their own thread mapping (one CTA per token, per (pair, layer), ...), and the host
+// twin with loops over whole rows and pages (host_kernels.cpp). Nothing here allocates,
+// synchronises or depends on the execution space.
 //
 // All pool and staging pointers must be 16-byte aligned (the arenas are; KvCacheLayout::validate()
 // guarantees every row is a multiple of 16 bytes): data moves as 16-byte vectors, like vLLM's
