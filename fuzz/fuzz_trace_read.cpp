@@ -14,16 +14,26 @@
 
 namespace {
 
-// One scratch file per process (read_trace reads a path).
-const std::string& scratch_path() {
-  static const std::string path = [] {
-    std::string p = "/tmp/kvsim_fuzz_trace_XXXXXX";
-    const int fd = ::mkstemp(p.data());
+// One scratch file per process (read_trace reads a path), removed when the process exits.
+class ScratchFile {
+ public:
+  ScratchFile() {
+    const int fd = ::mkstemp(path_.data());
     if (fd < 0) std::abort();
     ::close(fd);
-    return p;
-  }();
-  return path;
+  }
+  ~ScratchFile() { ::unlink(path_.c_str()); }
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_ = "/tmp/kvsim_fuzz_trace_XXXXXX";
+};
+
+const std::string& scratch_path() {
+  static const ScratchFile file;
+  return file.path();
 }
 
 void check(const kvsim::Trace& t) {

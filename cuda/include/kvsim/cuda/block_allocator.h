@@ -104,8 +104,9 @@ class GpuBlockAllocator {
 
  private:
   int32_t num_blocks_;
-  BlockId* d_stack_ = nullptr;
-  int64_t* d_count_ = nullptr;
+  // Unused where CUDA is absent (cuda_unavailable.cpp defines every member without them).
+  [[maybe_unused]] BlockId* d_stack_ = nullptr;
+  [[maybe_unused]] int64_t* d_count_ = nullptr;
 };
 
 }  // namespace kvsim
