@@ -1,7 +1,8 @@
 // What kvsim guarantees about the user's files (docs/files.md), end to end: an output that is an
 // input is refused (by file identity, through symlinks); outputs appear whole or not at all (a
-// failed run, a full disk, SIGTERM leave the previous file and no temporary); the cause of a write
-// failure is named; a trace written by gen and cut short is refused.
+// failed run, a full disk, SIGTERM/SIGINT leave the previous file and no temporary; SIGKILL the
+// previous file); the cause of a write failure is named; a trace written by gen and cut short is
+// refused.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -9,10 +10,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -163,33 +166,66 @@ TEST_F(CliFiles, AFullDiskLeavesThePreviousOutputAndNoTemporary) {
   EXPECT_EQ(temporaries(), 0);
 }
 
-TEST_F(CliFiles, SigtermStopsAReplayCleanly) {
+// SIGTERM and SIGINT stop a replay or a sweep cleanly: exit 128 + signal, the previous output
+// intact, no temporary. SIGKILL cannot be caught: the previous output is still intact (outputs are
+// renamed into place only when complete) and the killed process's temporary is left behind.
+// The four processes run at once so that the slow part (reading a 400k-request trace under the
+// sanitizers) is paid once.
+TEST_F(CliFiles, SignalsStopReplaysAndSweepsCleanly) {
   const std::string big = (dir_ / "big.jsonl").string();
   ASSERT_EQ(run_kvsim(cat({"gen -q -n 400000 --rate 2000 -o ", big})).status, 0);
-  const std::string out = write("timeline.csv", "previous timeline\n");
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, STDOUT_FILENO);
-    ::dup2(null, STDERR_FILENO);
-    ::execl(KVSIM_BINARY, KVSIM_BINARY, "replay", big.c_str(), "--step-time", "fixed:5",
-            "--no-progress", "--timeline", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  struct Child {
+    const char* command;
+    int signal;
+    std::string out;
+    pid_t pid = -1;
+  };
+  std::vector<Child> children = {{"replay", SIGTERM, {}},
+                                 {"replay", SIGINT, {}},
+                                 {"replay", SIGKILL, {}},
+                                 {"sweep", SIGTERM, {}}};
+  for (size_t i = 0; i < children.size(); ++i) {
+    Child& c = children[i];
+    c.out = write(cat({"out", std::to_string(i), ".csv"}), "previous output\n");
+    c.pid = ::fork();
+    ASSERT_GE(c.pid, 0);
+    if (c.pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+      if (std::string(c.command) == "replay") {
+        ::execl(KVSIM_BINARY, KVSIM_BINARY, "replay", big.c_str(), "--step-time", "fixed:5",
+                "--no-progress", "--timeline", c.out.c_str(), static_cast<char*>(nullptr));
+      } else {
+        ::execl(KVSIM_BINARY, KVSIM_BINARY, "sweep", big.c_str(), "--model", "qwen2.5-7b",
+                "--max-model-len", "4096", "--step-time", "fixed:5", "-q", "--csv", c.out.c_str(),
+                static_cast<char*>(nullptr));
+      }
+      ::_exit(127);
+    }
   }
-  // Wait until the temporary exists (outputs are opened right before the replay starts; reading
-  // the trace takes a while under the sanitizers).
-  for (int i = 0; i < 24000 && temporaries() == 0; ++i) {
+  // Wait until every temporary exists (outputs are opened before the work starts; reading the
+  // trace takes a while under the sanitizers).
+  const int n = static_cast<int>(children.size());
+  for (int i = 0; i < 24000 && temporaries() < n; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_EQ(temporaries(), 1);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
-  EXPECT_EQ(slurp(out), "previous timeline\n");
-  EXPECT_EQ(temporaries(), 0);
+  ASSERT_EQ(temporaries(), n);
+  for (const Child& c : children) ::kill(c.pid, c.signal);
+  for (const Child& c : children) {
+    SCOPED_TRACE(cat({c.command, " ", strsignal(c.signal)}));
+    int status = 0;
+    ASSERT_EQ(::waitpid(c.pid, &status, 0), c.pid);
+    if (c.signal == SIGKILL) {
+      ASSERT_TRUE(WIFSIGNALED(status));
+      EXPECT_EQ(WTERMSIG(status), SIGKILL);
+    } else {
+      ASSERT_TRUE(WIFEXITED(status));
+      EXPECT_EQ(WEXITSTATUS(status), 128 + c.signal);
+    }
+    EXPECT_EQ(slurp(c.out), "previous output\n");
+  }
+  EXPECT_EQ(temporaries(), 1) << "only the SIGKILLed replay's temporary may remain";
 }
 
 TEST_F(CliFiles, AGenTraceCutShortIsRefused) {
