@@ -260,6 +260,9 @@ void OutputFiles::commit_all() {
   for (const auto& e : entries_) {
     if (!e->finished) throw std::logic_error("OutputFiles: " + e->flag + " was not finished");
   }
+  // A SIGINT/SIGTERM that arrived after the last poll of a loop (a sweep's last grid point, a
+  // replay's final steps) still wins: nothing is replaced, the temporaries go, exit 128 + signal.
+  throw_if_interrupted();
   for (auto& ep : entries_) {
     Entry& e = *ep;
     if (e.temp.empty()) continue;

@@ -118,7 +118,6 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   if (!named) o.plan.model = kDefaultModel;
   PlanInputs in = resolve_plan_inputs(o.plan);
   resolve_max_model_len(in, trace, /*model_is_default=*/!named);
-  const Plan plan = plan_replay_pool(in);
 
   ReplaySettings settings;
   apply(o.sched, settings);
@@ -130,6 +129,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   settings.check_invariants = o.check_invariants;
   settings.record_timeline = !o.timeline_path.empty();
   settings.record_requests = !o.requests_path.empty();
+  const Plan plan = plan_replay_pool(in, settings);
   const ReplayConfig rc = make_replay_config(plan, in.gpu, settings);
   const SchedulerConfig& sc = rc.scheduler;
 

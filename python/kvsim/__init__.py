@@ -67,6 +67,11 @@ def plan(
     max_model_len: Optional[int] = None,
     block_size: Optional[int] = None,
     num_gpu_blocks_override: Optional[int] = None,
+    kv_cache_memory_bytes: Optional[int] = None,
+    disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    max_num_batched_tokens: Optional[int] = None,
+    max_num_seqs: Optional[int] = None,
+    async_scheduling: bool = True,
     concurrency: Optional[int] = None,
 ) -> Plan:
     """The capacity plan of ``kvsim plan --json``: KV bytes per token (kappa_bytes), the KV
@@ -76,13 +81,20 @@ def plan(
     The model is ``model`` (a preset, see MODEL_PRESETS), ``config`` (a Hugging Face
     config.json) or num_layers + num_kv_heads + head_dim; the card is ``gpu`` (GPU_PRESETS;
     default rtx4090) or ``vram_gib``. ``concurrency`` also asks for the longest context that
-    many sequences can hold (max_context_tokens). Raises DoesNotFitError when vLLM would refuse
-    to start, ValueError for invalid values.
+    many sequences can hold (max_context_tokens). Hybrid models (sliding-window or chunked-local
+    layers, docs/hybrid-kv.md): ``max_num_batched_tokens`` (default: vLLM's for the card),
+    ``max_num_seqs`` and ``async_scheduling`` (vLLM 0.26's default, two batches in flight) size
+    the windowed groups' reservation; ``disable_hybrid_kv_cache_manager`` treats every layer as
+    full attention; ``kv_cache_memory_bytes`` gives the KV budget directly. Raises
+    DoesNotFitError when vLLM would refuse to start, ValueError for invalid values.
     """
     given = locals()
     kw = _options.group("plan", given, _options.PLAN_KEYS)
+    sched = _options.group("plan", given, ("max_num_batched_tokens", "max_num_seqs"))
     conc = None if concurrency is None else _options._check("plan", "concurrency", concurrency)
-    return plan_from_json(_kvsim.plan(kw, conc))
+    async_on = _options._check("plan", "async_scheduling", async_scheduling)
+    return plan_from_json(_kvsim.plan(kw, conc, sched.get("max_num_batched_tokens"),
+                                      sched.get("max_num_seqs"), async_on))
 
 
 def read_trace(
@@ -152,6 +164,8 @@ def replay(
     max_model_len: Optional[int] = None,
     block_size: Optional[int] = None,
     num_gpu_blocks_override: Optional[int] = None,
+    kv_cache_memory_bytes: Optional[int] = None,
+    disable_hybrid_kv_cache_manager: Optional[bool] = None,
     max_num_batched_tokens: Optional[int] = None,
     max_num_seqs: Optional[int] = None,
     long_prefill_token_threshold: Optional[int] = None,
@@ -234,6 +248,8 @@ def sweep(
     max_model_len: Optional[int] = None,
     block_size: Optional[int] = None,
     num_gpu_blocks_override: Optional[int] = None,
+    kv_cache_memory_bytes: Optional[int] = None,
+    disable_hybrid_kv_cache_manager: Optional[bool] = None,
     long_prefill_token_threshold: Optional[int] = None,
     enable_chunked_prefill: Optional[bool] = None,
     enable_prefix_caching: Optional[bool] = None,

@@ -18,7 +18,7 @@ PLAN_KEYS = (
     "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype", "gpu",
     "vram_gib", "gpu_memory_utilization", "overhead_gib", "weights_gib", "quantization",
     "kv_cache_dtype", "tensor_parallel_size", "max_model_len", "block_size",
-    "num_gpu_blocks_override",
+    "num_gpu_blocks_override", "kv_cache_memory_bytes", "disable_hybrid_kv_cache_manager",
 )
 SCHEDULER_KEYS = (
     "long_prefill_token_threshold", "enable_chunked_prefill", "enable_prefix_caching",
@@ -37,10 +37,11 @@ TRACE_KEYS = (
 _STR = ("model", "dtype", "gpu", "quantization", "kv_cache_dtype", "step_time")
 _PATH = ("config",)
 _BOOL = ("enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
-         "async_scheduling", "check_invariants", "timeline", "requests", "skip_bad_rows")
+         "async_scheduling", "check_invariants", "timeline", "requests", "skip_bad_rows",
+         "disable_hybrid_kv_cache_manager")
 _INT_POSITIVE = ("num_layers", "num_kv_heads", "head_dim", "max_num_batched_tokens",
                  "max_num_seqs", "max_input_bytes", "max_line_bytes", "hash_block_size",
-                 "max_model_len", "concurrency", "jobs")
+                 "max_model_len", "concurrency", "jobs", "kv_cache_memory_bytes")
 _INT_NON_NEGATIVE = ("long_prefill_token_threshold", "num_lookahead_tokens",
                      "backend_max_layers", "max_requests", "seed")
 _INT_ANY = ("tensor_parallel_size", "block_size", "num_gpu_blocks_override")

@@ -70,6 +70,8 @@ cli::PlanOptions plan_options_from(nb::dict kwargs) {
   k.take("max_model_len", o.max_model_len);
   k.take("block_size", o.block_size);
   k.take("num_gpu_blocks_override", o.num_gpu_blocks_override);
+  k.take("kv_cache_memory_bytes", o.kv_cache_memory_bytes);
+  k.take("disable_hybrid_kv_cache_manager", o.disable_hybrid_kv_cache_manager);
   k.finish();
   return o;
 }

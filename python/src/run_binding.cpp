@@ -45,9 +45,16 @@ constexpr const char* kDefaultModel = "qwen2.5-7b";
 // Steps between two looks at the stop flag: a few milliseconds of replay.
 constexpr int64_t kStopCheckSteps = 1024;
 
-std::string plan_json(nb::dict plan_kwargs, std::optional<int64_t> concurrency) {
+// The plan-only scheduler knobs (`kvsim plan --max-num-batched-tokens / --max-num-seqs /
+// --no-async-scheduling`) size a hybrid model's windowed groups.
+std::string plan_json(nb::dict plan_kwargs, std::optional<int64_t> concurrency,
+                      std::optional<int64_t> max_num_batched_tokens,
+                      std::optional<int64_t> max_num_seqs, bool async_scheduling) {
   PlanInputs in = cli::resolve_plan_inputs(plan_options_from(plan_kwargs));
   in.concurrency = concurrency;
+  in.max_num_batched_tokens = max_num_batched_tokens;
+  in.max_num_seqs = max_num_seqs;
+  in.async_scheduling = async_scheduling;
   return cli::plan_to_json(compute_plan(in)).dump();
 }
 
@@ -150,7 +157,6 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   const bool shape_flags = plan_opts.num_layers || plan_opts.num_kv_heads || plan_opts.head_dim;
   PlanInputs in = cli::resolve_plan_inputs(plan_opts);
   resolve_max_model_len(in, trace, /*model_is_default=*/!named);
-  const Plan plan = plan_replay_pool(in);
 
   ReplaySettings settings;
   cli::apply(sched, settings);
@@ -167,6 +173,7 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   settings.check_invariants = o.check_invariants;
   settings.record_timeline = o.timeline;
   settings.record_requests = o.requests;
+  const Plan plan = plan_replay_pool(in, settings);
   ReplayConfig rc = make_replay_config(plan, in.gpu, settings);
   rc.progress_every_steps = kStopCheckSteps;
   const SchedulerConfig& sc = rc.scheduler;
@@ -282,7 +289,8 @@ std::string sweep(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sche
 
 void register_runs(nb::module_& m) {
   m.def("plan", &plan_json, nb::arg("plan_options"), nb::arg("concurrency").none(),
-        "`kvsim plan --json`: the plan as JSON text.");
+        nb::arg("max_num_batched_tokens").none(), nb::arg("max_num_seqs").none(),
+        nb::arg("async_scheduling"), "`kvsim plan --json`: the plan as JSON text.");
   m.def("replay", &replay, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
         nb::arg("replay_options"),
         "`kvsim replay`: (JSON summary text, human report, timeline columns or None, request "

@@ -75,6 +75,15 @@ Plan plan_replay_pool(const PlanInputs& in) {
   return plan;
 }
 
+Plan plan_replay_pool(PlanInputs in, const ReplaySettings& settings) {
+  if (settings.max_num_batched_tokens) in.max_num_batched_tokens = *settings.max_num_batched_tokens;
+  if (settings.max_num_seqs) in.max_num_seqs = *settings.max_num_seqs;
+  // make_replay_config's resolution: on unless SWAP preemption (refused there when explicit).
+  in.async_scheduling = settings.async_scheduling.value_or(settings.scheduler.preemption_mode !=
+                                                           PreemptionMode::SWAP);
+  return plan_replay_pool(in);
+}
+
 ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
                                 const ReplaySettings& settings) {
   ReplayConfig rc;

@@ -22,12 +22,12 @@ SweepOutcome replay_sweep_point(const SweepBase& base, const Trace& trace,
   if (point.num_gpu_blocks) in.num_gpu_blocks_override = *point.num_gpu_blocks;
   if (point.kv_cache_dtype) in.kv_cache_dtype = *point.kv_cache_dtype;
   resolve_max_model_len(in, trace);
-  const Plan plan = plan_replay_pool(in);
   ReplaySettings settings = base.settings;
   if (point.max_num_seqs) settings.max_num_seqs = point.max_num_seqs;
   if (point.max_num_batched_tokens) settings.max_num_batched_tokens = point.max_num_batched_tokens;
   settings.record_timeline = false;
   settings.record_requests = false;
+  const Plan plan = plan_replay_pool(in, settings);
   const ReplayConfig rc = make_replay_config(plan, in.gpu, settings);
 
   const auto step_time = make_step_time_model(base.step_time, in, plan);

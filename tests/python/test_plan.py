@@ -28,6 +28,14 @@ def test_lesson_plan_numbers():
     dict(num_layers=32, num_kv_heads=8, head_dim=128, vram_gib=48.0, weights_gib=16.0,
          max_model_len=32768),
     dict(model="qwen2.5-7b", num_gpu_blocks_override=1000, max_model_len=4096),
+    # Hybrid models: the plan-only scheduler knobs and the hybrid manager switch.
+    dict(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
+         max_model_len=32768),
+    dict(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
+         max_model_len=32768, async_scheduling=False, max_num_batched_tokens=2048),
+    dict(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
+         max_model_len=32768, disable_hybrid_kv_cache_manager=True),
+    dict(model="gemma-3-27b", gpu="h100-80g", max_model_len=16384, max_num_seqs=64),
 ])
 def test_plan_matches_cli_json(cli, kwargs):
     expected = cli.json("plan", *flags(**kwargs), "--json")
@@ -66,3 +74,14 @@ def test_keyword_types_and_ranges_are_checked():
 def test_presets_are_listed():
     assert "qwen2.5-7b" in kvsim.MODEL_PRESETS
     assert "rtx4090" in kvsim.GPU_PRESETS
+
+
+def test_hybrid_plan_lines_are_vllms():
+    # tests/data/vllm_plan_goldens/gpt-oss-20b_10g_32k.json: logged by vLLM 0.26.0.
+    p = kvsim.plan(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
+                   max_model_len=32768)
+    assert p.vllm_log_lines == ["GPU KV cache size: 290,413 tokens",
+                                "Maximum concurrency for 32,768 tokens per request: 8.86x"]
+    off = kvsim.plan(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
+                     max_model_len=32768, disable_hybrid_kv_cache_manager=True)
+    assert off.vllm_log_lines[1].endswith(": 6.67x")

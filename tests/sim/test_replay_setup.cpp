@@ -44,6 +44,36 @@ TEST(ReplaySetup, MaxModelLenDefaults) {
   EXPECT_EQ(given.max_model_len, 777);
 }
 
+// A hybrid model's plan depends on the batch in flight; a replay plans with its own scheduler
+// settings, so it reports what `kvsim plan` prints for the same flags.
+TEST(ReplaySetup, HybridPlanUsesTheReplaysSchedulerSettings) {
+  PlanInputs in;
+  in.model = find_model_preset("gpt-oss-20b");
+  in.gpu = find_gpu_preset("h100-80g");
+  in.max_model_len = 32768;
+  in.kv_cache_memory_bytes = int64_t{10} << 30;
+  ReplaySettings s;
+  const Plan defaults = plan_replay_pool(in, s);
+  EXPECT_EQ(defaults.vllm_max_concurrency, compute_plan(in).vllm_max_concurrency);
+  s.async_scheduling = false;
+  s.max_num_batched_tokens = 2048;
+  const Plan sync_small = plan_replay_pool(in, s);
+  PlanInputs expected = in;
+  expected.async_scheduling = false;
+  expected.max_num_batched_tokens = 2048;
+  EXPECT_EQ(sync_small.vllm_max_concurrency, compute_plan(expected).vllm_max_concurrency);
+  EXPECT_GT(sync_small.vllm_max_concurrency, defaults.vllm_max_concurrency)
+      << "a smaller batch in flight reserves fewer window blocks per request";
+  EXPECT_EQ(sync_small.num_gpu_blocks, defaults.num_gpu_blocks);
+  // SWAP preemption runs sync when async is not asked for (make_replay_config's rule).
+  ReplaySettings swap;
+  swap.scheduler.preemption_mode = PreemptionMode::SWAP;
+  expected = in;
+  expected.async_scheduling = false;
+  EXPECT_EQ(plan_replay_pool(in, swap).vllm_max_concurrency,
+            compute_plan(expected).vllm_max_concurrency);
+}
+
 TEST(ReplaySetup, BatchLimitsAndChunkedPrefillRule) {
   PlanInputs in = qwen_on("rtx4090");
   in.max_model_len = 4096;

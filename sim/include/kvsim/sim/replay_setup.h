@@ -52,6 +52,13 @@ void resolve_max_model_len(PlanInputs& in, const Trace& trace, bool model_is_def
 // types). Throws std::invalid_argument with the numbers.
 Plan plan_replay_pool(const PlanInputs& in);
 
+// The same, with the scheduler knobs a hybrid model's plan depends on taken from `settings`
+// (vLLM reserves, per sliding-window group, W - 1 + the tokens in flight: batches in flight x
+// max_num_batched_tokens): an explicit --max-num-batched-tokens / --max-num-seqs, and async
+// scheduling as make_replay_config resolves it. A replay then reports the vLLM lines that
+// `kvsim plan` prints for the same flags. Full-attention plans do not depend on them.
+Plan plan_replay_pool(PlanInputs in, const ReplaySettings& settings);
+
 // The ReplayConfig for `plan` (from plan_replay_pool) and `settings`: pool, block size and
 // max_model_len from the plan; batch limits as ReplaySettings says; the scheduling mode
 // (async unless settings say otherwise or SWAP preemption is chosen); SWAP mode's host slots
