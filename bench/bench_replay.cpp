@@ -11,10 +11,10 @@
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
-#include "kvsim/sim/replay.h"
-#include "kvsim/sim/replay_setup.h"
-#include "kvsim/sim/step_time_model.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/replay_setup.h"
+#include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace {
 

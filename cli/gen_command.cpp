@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "interrupt.h"
-#include "kvsim/sim/trace_gen.h"
-#include "kvsim/sim/trace_writer.h"
+#include "kvsim/sim/traces/trace_gen.h"
+#include "kvsim/sim/traces/trace_writer.h"
 #include "output_files.h"
 #include "validators.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/model_presets.h"
-#include "kvsim/sim/model_config.h"
+#include "kvsim/sim/io/model_config.h"
 
 namespace kvsim::cli {
 namespace {

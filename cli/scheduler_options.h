@@ -9,8 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kvsim/sim/replay_setup.h"
-#include "kvsim/sim/scheduler.h"
+#include "kvsim/sim/engine/replay_setup.h"
+#include "kvsim/sim/sched/scheduler.h"
 
 namespace kvsim::cli {
 

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim::cli {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/core.h>
 
-#include "kvsim/sim/parse_number.h"
+#include "kvsim/sim/io/parse_number.h"
 
 namespace kvsim::cli {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "fuzz_check.h"
 #include "kvsim/core/planner.h"
-#include "kvsim/sim/model_config.h"
+#include "kvsim/sim/io/model_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace {
 

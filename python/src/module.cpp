@@ -10,7 +10,7 @@
 
 #include "bindings.h"
 #include "kvsim/core/planner.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace nb = nanobind;
 

@@ -14,7 +14,7 @@
 
 #include <nanobind/nanobind.h>
 
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 #include "plan_options.h"
 #include "scheduler_options.h"
 

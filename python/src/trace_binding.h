@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim::python {
 

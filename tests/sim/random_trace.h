@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim::test {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kvsim/sim/scheduler.h"
+#include "kvsim/sim/sched/scheduler.h"
 
 namespace kvsim::scheduler_test {
 

@@ -7,7 +7,7 @@
 
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
-#include "kvsim/sim/model_config.h"
+#include "kvsim/sim/io/model_config.h"
 
 namespace kvsim {
 namespace {

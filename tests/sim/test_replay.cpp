@@ -15,9 +15,9 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/kv_backend.h"
-#include "kvsim/sim/replay.h"
-#include "kvsim/sim/step_time_model.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/traces/trace.h"
 #include "random_trace.h"
 
 namespace kvsim {

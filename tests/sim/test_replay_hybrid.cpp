@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "kvsim/core/kv_backend.h"
-#include "kvsim/sim/replay.h"
-#include "kvsim/sim/step_time_model.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
 namespace {

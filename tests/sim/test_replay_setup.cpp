@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kvsim/core/model_presets.h"
-#include "kvsim/sim/replay_setup.h"
+#include "kvsim/sim/engine/replay_setup.h"
 
 namespace kvsim {
 namespace {

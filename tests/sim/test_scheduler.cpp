@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kvsim/sim/scheduler.h"
+#include "kvsim/sim/sched/scheduler.h"
 #include "scheduler_harness.h"
 
 namespace kvsim {

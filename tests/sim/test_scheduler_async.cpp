@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "kvsim/sim/engine_core.h"
-#include "kvsim/sim/scheduler.h"
+#include "kvsim/sim/engine/engine_core.h"
+#include "kvsim/sim/sched/scheduler.h"
 #include "scheduler_harness.h"
 
 namespace kvsim {

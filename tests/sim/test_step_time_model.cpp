@@ -6,7 +6,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
-#include "kvsim/sim/step_time_model.h"
+#include "kvsim/sim/engine/step_time_model.h"
 
 namespace kvsim {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
-#include "kvsim/sim/step_time_model.h"
+#include "kvsim/sim/engine/step_time_model.h"
 
 namespace kvsim {
 namespace {

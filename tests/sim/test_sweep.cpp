@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kvsim/sim/sweep.h"
+#include "kvsim/sim/sweep/sweep.h"
 
 namespace kvsim {
 namespace {

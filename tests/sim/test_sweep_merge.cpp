@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kvsim/sim/sweep.h"
+#include "kvsim/sim/sweep/sweep.h"
 
 namespace kvsim {
 namespace {

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "kvsim/core/model_presets.h"
-#include "kvsim/sim/sweep.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/sweep/sweep.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
 namespace {

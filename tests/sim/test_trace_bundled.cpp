@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
 namespace {

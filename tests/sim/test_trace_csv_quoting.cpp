@@ -9,8 +9,8 @@
 
 #include <fmt/core.h>
 
-#include "kvsim/sim/csv.h"
-#include "kvsim/sim/trace.h"
+#include "kvsim/sim/io/csv.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
 namespace {

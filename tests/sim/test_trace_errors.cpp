@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "kvsim/sim/trace.h"
-#include "kvsim/sim/trace_line_reader.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_line_reader.h"
 
 namespace kvsim {
 namespace {

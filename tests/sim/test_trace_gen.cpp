@@ -12,10 +12,10 @@
 
 #include <unistd.h>
 
-#include "kvsim/sim/trace.h"
-#include "kvsim/sim/trace_gen.h"
-#include "kvsim/sim/trace_line_reader.h"
-#include "kvsim/sim/trace_writer.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_gen.h"
+#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {
 namespace {

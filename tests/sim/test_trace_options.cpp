@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "kvsim/sim/trace.h"
-#include "kvsim/sim/trace_random.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_random.h"
 
 namespace kvsim {
 namespace {

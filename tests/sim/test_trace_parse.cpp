@@ -1,8 +1,8 @@
 // Exact number and timestamp parsing used by the trace readers.
 #include <gtest/gtest.h>
 
-#include "kvsim/sim/parse_number.h"
-#include "kvsim/sim/trace_parse.h"
+#include "kvsim/sim/io/parse_number.h"
+#include "kvsim/sim/traces/trace_parse.h"
 
 namespace kvsim::trace_parse {
 namespace {

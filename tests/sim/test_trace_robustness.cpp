@@ -15,10 +15,10 @@
 
 #include <fmt/core.h>
 
-#include "kvsim/sim/replay.h"
-#include "kvsim/sim/trace.h"
-#include "kvsim/sim/trace_line_reader.h"
-#include "kvsim/sim/trace_writer.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {
 namespace {

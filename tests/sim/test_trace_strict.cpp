@@ -10,11 +10,11 @@
 #include <gtest/gtest.h>
 
 #include "../scratch_dir_test.h"
-#include "kvsim/sim/model_config.h"
-#include "kvsim/sim/strict_json.h"
-#include "kvsim/sim/trace.h"
-#include "kvsim/sim/trace_line_reader.h"
-#include "kvsim/sim/trace_writer.h"
+#include "kvsim/sim/io/model_config.h"
+#include "kvsim/sim/io/strict_json.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {
 namespace {

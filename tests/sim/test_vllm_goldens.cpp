@@ -22,9 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvsim/sim/engine_core.h"
-#include "kvsim/sim/scheduler.h"
-#include "kvsim/sim/trace_line_reader.h"
+#include "kvsim/sim/engine/engine_core.h"
+#include "kvsim/sim/sched/scheduler.h"
+#include "kvsim/sim/traces/trace_line_reader.h"
 
 namespace kvsim {
 namespace {

@@ -55,7 +55,7 @@ class Model:
     num_kv_heads: int
     head_dim: int
     # Per layer: "full", "sliding" or "chunked" (vLLM's model code decides which; see
-    # sim/src/model_config.cpp for the rules this table follows).
+    # sim/src/io/model_config.cpp for the rules this table follows).
     layer_types: list[str]
     sliding_window: int = 0
     attention_chunk_size: int = 0

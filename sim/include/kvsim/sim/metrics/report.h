@@ -1,0 +1,84 @@
+// Reports of one replay: the human report, the JSON summary, the per-step timeline CSV and the
+// per-request CSV. Every writer is a pure function of its inputs, so the same replay gives the
+// same bytes; the only exception is `wall_seconds`, the last key of the JSON summary (the human
+// report leaves wall time out; the CLI prints it on stderr).
+//
+// JSON keys relied on by other tools (never rename): requests, finished, rejected, steps,
+// sim_seconds, wall_seconds, num_gpu_blocks, block_size, peak_running, mean_running,
+// formula_max_concurrency, vllm_max_concurrency, preemptions, recomputed_tokens,
+// padding_tokens_mean, padding_fraction_mean, peak_kv_usage, prefix_cache_hit_rate, ttft_p50_s,
+// ttft_p99_s, tpot_p50_s. `itl` is an alias of `tpot` (same values): the per-request mean
+// inter-token latency, which equals TPOT because kvsim records no per-token timestamps.
+// With a host/cuda backend: `num_layers` and `backend_layers` (the backend_* numbers cover
+// backend_layers of num_layers, unscaled: see ReportContext).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvsim/sim/engine/replay.h"
+
+namespace kvsim {
+
+// What the replay does not know by itself: where the trace and the pool came from.
+struct ReportContext {
+  std::string trace_path;
+  std::string trace_format;
+  int64_t trace_rows = 0;
+  std::string dropped_rows;  // describe_dropped(), may be empty
+  // Trace::dropped: rows dropped by reason (the JSON's rows_dropped_by_reason).
+  std::map<std::string, int64_t> dropped_by_reason;
+  std::string model;
+  std::string gpu;
+  std::string kv_cache_dtype;
+  bool pool_overridden = false;  // --num-gpu-blocks-override
+  // The lesson's N_seq = floor(KV budget / (kappa * L)); with an overridden pool the same
+  // formula over the pool: floor(N * block_size / L).
+  int64_t formula_max_concurrency = 0;
+  double vllm_max_concurrency = 0;          // N / cdiv(L, block_size)
+  std::vector<std::string> vllm_log_lines;  // "GPU KV cache size: ..." and "Maximum ..."
+  SchedulerConfig scheduler;  // its preemption_mode selects the swap part of the report
+  std::string preemption_mode = "recompute";
+  // A host/cuda backend may keep only some layers (--backend-max-layers): its bytes and device
+  // time cover `backend_layers` of the model's `num_layers` and are reported unscaled (the
+  // full model's would be about num_layers / backend_layers times larger). 0 = not known.
+  int64_t num_layers = 0;
+  int64_t backend_layers = 0;
+};
+
+// The lesson's formula over a pool: floor(N * block_size / L) (N counts the null block, as
+// vLLM's capacity logs do).
+int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int64_t block_size, int64_t max_model_len);
+
+// For stderr, when --skip-bad-rows dropped malformed rows: "<prefix>: <describe_dropped>; first
+// bad rows:" then each of trace.bad_row_examples verbatim on its own line, indented by two
+// spaces. Empty when there are no examples.
+std::string format_bad_rows(const Trace& trace, std::string_view prefix);
+
+nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportContext& ctx);
+
+std::string format_replay_report(const ReplaySummary& s, const ReportContext& ctx);
+
+// "step,time_s,duration_s,running,waiting,scheduled_reqs,scheduled_tokens,prefill_tokens,
+//  decode_tokens,used_blocks,free_blocks,cached_blocks,padding_tokens,preemptions,
+//  admission_stop,swap_out_blocks,swap_in_blocks,host_slots_used" then one row per TimelineRow.
+//  Times are exact decimal seconds.
+void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows);
+
+// One row per request: ids, lengths, clock times, latencies, preemptions, token counts, status,
+// swap-outs (last column).
+void write_requests_csv(std::ostream& os, std::span<const RequestRecord> records);
+
+std::string_view to_string(AdmissionStop s);
+
+// ns as exact decimal seconds: 1500000 -> "0.001500000"; -1 (never) -> "".
+std::string format_seconds(int64_t ns);
+
+}  // namespace kvsim

@@ -1,0 +1,58 @@
+#include "kvsim/sim/io/csv.h"
+
+#include <fmt/core.h>
+
+namespace kvsim::csv {
+
+std::string Splitter::split(std::string_view line) {
+  fields_.clear();
+  unquoted_.clear();
+  // A quoted field's content is never longer than the line, so after this no append reallocates
+  // and the views handed out below stay valid.
+  unquoted_.reserve(line.size());
+  const auto error = [&](const char* problem) {
+    return fmt::format("column {}: {}", fields_.size() + 1, problem);
+  };
+  size_t i = 0;
+  while (true) {
+    if (i < line.size() && line[i] == '"') {
+      const size_t begin = unquoted_.size();
+      ++i;
+      while (true) {
+        if (i >= line.size()) return error("unterminated quote");
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            unquoted_.push_back('"');
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        unquoted_.push_back(line[i++]);
+      }
+      if (i < line.size() && line[i] != ',') return error("text after a closing quote");
+      fields_.emplace_back(std::string_view(unquoted_).substr(begin));
+    } else {
+      const size_t stop = line.find_first_of(",\"", i);
+      const size_t end = stop == std::string_view::npos ? line.size() : stop;
+      if (end < line.size() && line[end] == '"') return error("stray quote in an unquoted field");
+      fields_.push_back(line.substr(i, end - i));
+      i = end;
+    }
+    if (i >= line.size()) return "";
+    ++i;  // the comma
+  }
+}
+
+std::string quote_field(std::string_view s) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
+  std::string q = "\"";
+  for (const char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + '"';
+}
+
+}  // namespace kvsim::csv

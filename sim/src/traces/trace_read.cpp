@@ -1,0 +1,359 @@
+// read_trace(): detect the layout, run its reader, then normalise arrivals (sort, rebase,
+// window, limit, scale, synthetic modes) as docs/traces.md and the replay conventions
+// (`../shared/docs/replay-conventions.md` §1-2, summarised in docs/scheduler.md §Clock) say.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_parse.h"
+#include "kvsim/sim/traces/trace_random.h"
+#include "trace_readers.h"
+
+namespace kvsim {
+namespace {
+
+constexpr std::pair<TraceFormat, std::string_view> kFormatNames[] = {
+    {TraceFormat::AUTO, "auto"},         {TraceFormat::AZURE, "azure"},
+    {TraceFormat::VIDUR, "vidur"},       {TraceFormat::BURSTGPT, "burstgpt"},
+    {TraceFormat::MOONCAKE, "mooncake"}, {TraceFormat::BAILIAN, "bailian"},
+    {TraceFormat::SHAREGPT, "sharegpt"}, {TraceFormat::KVSIM, "kvsim"},
+};
+constexpr std::pair<ArrivalMode, std::string_view> kArrivalNames[] = {
+    {ArrivalMode::TRACE, "trace"},
+    {ArrivalMode::ALL_AT_ONCE, "all-at-once"},
+    {ArrivalMode::POISSON, "poisson"},
+};
+constexpr size_t kMaxBadRowExamples = 5;
+
+bool has(const std::vector<std::string>& cols, std::string_view name) {
+  return std::find(cols.begin(), cols.end(), name) != cols.end();
+}
+
+int64_t seconds_to_ns(double s, const char* what) {
+  if (!std::isfinite(s) || s < 0 || s > 9.2e9) {
+    throw std::invalid_argument(fmt::format("{} must be a finite number of seconds >= 0", what));
+  }
+  const int64_t ns = std::llround(s * 1e9);
+  // A positive length that rounds to 0 ns would silently mean "unset" (0 = to the end).
+  if (s > 0 && ns == 0) {
+    throw std::invalid_argument(
+        fmt::format("{} {:g}: rounds to 0 ns; give at least 1e-9 seconds, or 0", what, s));
+  }
+  return ns;
+}
+
+void validate(const TraceReadOptions& o) {
+  if (o.hash_block_size < 0) throw std::invalid_argument("--hash-block-size must be >= 0");
+  if (o.max_requests < 0) throw std::invalid_argument("--max-requests must be >= 0");
+  if (!(o.time_scale > 0) || !std::isfinite(o.time_scale)) {
+    throw std::invalid_argument(fmt::format("--time-scale must be > 0 (got {})", o.time_scale));
+  }
+  seconds_to_ns(o.start_s, "--start");
+  seconds_to_ns(o.duration_s, "--duration");
+  if (o.arrival == ArrivalMode::POISSON && (!(o.rate > 0) || !std::isfinite(o.rate))) {
+    throw std::invalid_argument(
+        fmt::format("--arrival poisson needs --rate > 0 requests per second (got {})", o.rate));
+  }
+}
+
+std::string seconds_text(int64_t ns) {
+  return fmt::format("{}.{:09d} s", ns / 1'000'000'000, ns % 1'000'000'000);
+}
+
+// Arrivals relative to the first (sorted) request, each at most kMaxArrivalNs.
+void rebase(std::vector<TraceRequest>& reqs, const std::string& path, TraceFormat format) {
+  if (reqs.empty()) return;
+  const int64_t base = reqs.front().arrival_ns;
+  for (auto& r : reqs) {
+    int64_t rel = 0;
+    const bool overflow = __builtin_sub_overflow(r.arrival_ns, base, &rel);
+    if (overflow || rel > kMaxArrivalNs) {
+      throw TraceError(path, r.source_line, std::string(trace_field_names(format).arrival),
+                       "arrival more than 2^62 ns (about 146 years) after the first request",
+                       overflow ? "beyond 292 years" : seconds_text(rel));
+    }
+    r.arrival_ns = rel;
+  }
+}
+
+void by_file_order(std::vector<TraceRequest>& reqs) {
+  std::stable_sort(reqs.begin(), reqs.end(), [](const TraceRequest& a, const TraceRequest& b) {
+    return a.source_line < b.source_line;
+  });
+}
+
+}  // namespace
+
+std::string_view to_string(TraceFormat format) {
+  for (const auto& [f, name] : kFormatNames) {
+    if (f == format) return name;
+  }
+  return "?";
+}
+
+TraceFormat parse_trace_format(std::string_view name) {
+  for (const auto& [f, n] : kFormatNames) {
+    if (n == name) return f;
+  }
+  throw std::invalid_argument(fmt::format(
+      "unknown trace format '{}' (expected auto|azure|vidur|burstgpt|mooncake|bailian|sharegpt|"
+      "kvsim)",
+      name));
+}
+
+std::string_view to_string(ArrivalMode mode) {
+  for (const auto& [m, name] : kArrivalNames) {
+    if (m == mode) return name;
+  }
+  return "?";
+}
+
+ArrivalMode parse_arrival_mode(std::string_view name) {
+  for (const auto& [m, n] : kArrivalNames) {
+    if (n == name) return m;
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown arrival mode '{}' (expected trace|all-at-once|poisson)", name));
+}
+
+TraceError::TraceError(std::string path, int64_t line, std::string field, std::string problem,
+                       std::string_view value)
+    : std::runtime_error(fmt::format(
+          "{}:{}: field '{}': {} (got '{}')", path, line, detail::clip_for_message(field),
+          detail::clip_for_message(problem, 1000), detail::clip_for_message(value))),
+      path_(std::move(path)),
+      line_(line),
+      field_(std::move(field)),
+      problem_(std::move(problem)) {}
+
+TraceFieldNames trace_field_names(TraceFormat format) {
+  switch (format) {
+    case TraceFormat::AZURE:
+      return {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
+    case TraceFormat::VIDUR:
+      return {"arrived_at", "num_prefill_tokens", "num_decode_tokens"};
+    case TraceFormat::BURSTGPT:
+      return {"Timestamp", "Request tokens", "Response tokens"};
+    case TraceFormat::SHAREGPT:
+      return {"", "num_prefill_tokens", "num_decode_tokens"};
+    case TraceFormat::MOONCAKE:
+    case TraceFormat::BAILIAN:
+      return {"timestamp", "input_length", "output_length"};
+    case TraceFormat::KVSIM:
+    case TraceFormat::AUTO:
+      break;
+  }
+  return {"arrival_s", "input_tokens", "output_tokens"};
+}
+
+std::string TraceError::reason() const {
+  return fmt::format("field '{}': {}", field_, problem_);
+}
+
+int64_t Trace::dropped_total() const {
+  int64_t n = 0;
+  for (const auto& [reason, count] : dropped) n += count;
+  return n;
+}
+
+std::string describe_dropped(const Trace& trace) {
+  if (trace.dropped.empty()) return {};
+  std::string out = fmt::format("{} of {} rows dropped:", trace.dropped_total(), trace.rows_read);
+  const char* sep = " ";
+  for (const auto& [reason, count] : trace.dropped) {
+    out += fmt::format("{}{} {}", sep, count, reason);
+    sep = "; ";
+  }
+  return out;
+}
+
+namespace detail {
+
+namespace {
+
+// Length of the well-formed UTF-8 sequence of 2-4 bytes at s[i], or 0 (RFC 3629: no overlongs,
+// no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(k) < 0x80 || b(k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string clip_for_message(std::string_view value, size_t max_bytes) {
+  // Printable ASCII and valid UTF-8 pass through; control bytes (NUL included, which would cut a
+  // C string short) and stray bytes become \xNN, so the message stays one readable line.
+  const size_t kMax = max_bytes;
+  std::string out;
+  size_t i = 0;
+  for (; i < value.size() && i < kMax;) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+    } else if (const size_t n = c >= 0x80 ? utf8_sequence(value, i) : 0; n > 0) {
+      out.append(value.substr(i, n));
+      i += n;
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    }
+  }
+  if (i < value.size()) out += "...";
+  return out;
+}
+
+void RowSink::bad_row(const TraceError& error) {
+  if (!options_.skip_bad_rows) throw error;
+  ++trace_.dropped[error.reason()];
+  if (trace_.bad_row_examples.size() < kMaxBadRowExamples) {
+    trace_.bad_row_examples.emplace_back(error.what());
+  }
+}
+
+}  // namespace detail
+
+TraceFormat detect_trace_format(std::string_view first_line, const std::string& path,
+                                int64_t line_number) {
+  const std::string_view line = trace_parse::trim(first_line);
+  if (line.empty()) throw TraceError(path, 1, "header", "empty file, no header or records", "");
+  if (line.front() == '{') return detail::detect_jsonl_format(line, path, line_number);
+  const auto cols = detail::split_csv_header(line, path, line_number);
+  if (has(cols, "TIMESTAMP") && has(cols, "ContextTokens")) return TraceFormat::AZURE;
+  if (has(cols, "arrived_at")) return TraceFormat::VIDUR;
+  if (has(cols, "Request tokens") && has(cols, "Response tokens")) return TraceFormat::BURSTGPT;
+  if (has(cols, "num_prefill_tokens") && has(cols, "num_decode_tokens")) {
+    return TraceFormat::SHAREGPT;
+  }
+  throw TraceError(path, line_number, "header",
+                   "unknown trace layout (expected an Azure, Vidur, BurstGPT or ShareGPT CSV "
+                   "header or a JSON object; use --format)",
+                   line);
+}
+
+Trace read_trace(const std::string& path, const TraceReadOptions& options) {
+  validate(options);
+  LineReader reader(path, options.limits);
+  Trace trace;
+  trace.path = path;
+  int64_t first_line_number = 1;
+  const std::string_view first = reader.first_nonblank_line(&first_line_number);
+  if (trace_parse::trim(first).empty()) {
+    throw TraceError(path, 1, "header", "empty file, no header or records", "");
+  }
+  trace.format = options.format == TraceFormat::AUTO
+                     ? detect_trace_format(first, path, first_line_number)
+                     : options.format;
+
+  detail::RowSink sink(trace, options);
+  bool has_arrivals = true;
+  switch (trace.format) {
+    case TraceFormat::AZURE:
+    case TraceFormat::VIDUR:
+    case TraceFormat::BURSTGPT:
+    case TraceFormat::SHAREGPT:
+      has_arrivals = detail::read_csv_trace(reader, trace.format, sink);
+      break;
+    case TraceFormat::MOONCAKE:
+    case TraceFormat::BAILIAN:
+    case TraceFormat::KVSIM:
+      detail::read_jsonl_trace(reader, trace.format, sink);
+      break;
+    case TraceFormat::AUTO:
+      break;
+  }
+  if (trace.rows_read == 0) {
+    throw TraceError(path, reader.line_number(), "records", "no records in the file", "");
+  }
+
+  std::vector<TraceRequest>& reqs = sink.requests;
+  // A forced hash block size only says how to read hash_ids: where there are none it would be
+  // silently ignored, so refuse it (CSV layouts never carry hash_ids).
+  if (options.hash_block_size > 0 && !reqs.empty() &&
+      std::none_of(reqs.begin(), reqs.end(), [](const TraceRequest& r) { return r.hash_ids; })) {
+    throw std::invalid_argument(fmt::format(
+        "--hash-block-size {} applies to traces with hash_ids, and {} ({}) has none; drop the flag",
+        options.hash_block_size, path, to_string(trace.format)));
+  }
+  trace.arrival_mode = options.arrival;
+  if (!has_arrivals && options.arrival == ArrivalMode::TRACE) {
+    trace.arrival_mode = ArrivalMode::ALL_AT_ONCE;  // the layout has no timestamps
+  }
+  const bool windowed = options.start_s > 0 || options.duration_s > 0;
+  if (windowed && !has_arrivals) {
+    throw std::invalid_argument(
+        fmt::format("--start/--duration need arrival times, and {} ({}) has none", path,
+                    to_string(trace.format)));
+  }
+
+  if (has_arrivals) {
+    std::stable_sort(reqs.begin(), reqs.end(), [](const TraceRequest& a, const TraceRequest& b) {
+      return a.arrival_ns < b.arrival_ns;
+    });
+    rebase(reqs, path, trace.format);
+  }
+  if (windowed) {
+    const int64_t start = seconds_to_ns(options.start_s, "--start");
+    const int64_t duration = seconds_to_ns(options.duration_s, "--duration");
+    const auto first =
+        std::lower_bound(reqs.begin(), reqs.end(), start,
+                         [](const TraceRequest& r, int64_t t) { return r.arrival_ns < t; });
+    auto last = reqs.end();
+    if (duration > 0) {
+      last = std::lower_bound(first, reqs.end(), start + duration,
+                              [](const TraceRequest& r, int64_t t) { return r.arrival_ns < t; });
+    }
+    reqs = std::vector<TraceRequest>(std::make_move_iterator(first), std::make_move_iterator(last));
+    rebase(reqs, path, trace.format);
+  }
+  if (trace.arrival_mode != ArrivalMode::TRACE) by_file_order(reqs);
+  if (options.max_requests > 0 && static_cast<int64_t>(reqs.size()) > options.max_requests) {
+    reqs.resize(static_cast<size_t>(options.max_requests));
+  }
+  if (trace.arrival_mode == ArrivalMode::ALL_AT_ONCE) {
+    for (auto& r : reqs) r.arrival_ns = 0;
+  } else if (trace.arrival_mode == ArrivalMode::POISSON) {
+    const auto arrivals = poisson_arrivals_ns(reqs.size(), options.rate, options.seed);
+    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].arrival_ns = arrivals[i];
+  }
+  if (options.time_scale != 1.0) {
+    for (auto& r : reqs) {
+      const double scaled = static_cast<double>(r.arrival_ns) * options.time_scale;
+      if (scaled > static_cast<double>(kMaxArrivalNs)) {
+        throw std::invalid_argument(fmt::format(
+            "--time-scale {} puts the arrival of line {} beyond 2^62 ns (about 146 years)",
+            options.time_scale, r.source_line));
+      }
+      r.arrival_ns = std::llround(scaled);
+    }
+  }
+  trace.requests = std::move(reqs);
+  return trace;
+}
+
+}  // namespace kvsim
