@@ -21,7 +21,7 @@ int cuda_device_count() {
 }
 
 struct CudaKvBackend::Impl {};
-CudaKvBackend::CudaKvBackend(const KvCacheLayout&, int64_t) {
+CudaKvBackend::CudaKvBackend(const KvCacheLayout&, int64_t, std::vector<int32_t>) {
   no_cuda("the cuda KV backend");
 }
 CudaKvBackend::~CudaKvBackend() = default;

@@ -117,10 +117,11 @@ void gather_kv(const KvCacheLayout& layout, const unsigned char* pool, const int
 
 void verify_slots(const KvCacheLayout& layout, const unsigned char* pool,
                   const int64_t* slot_request, const int32_t* slot_position, int64_t* d_result,
-                  CUstream_st* stream) {
+                  CUstream_st* stream, const int32_t* slot_group, const int32_t* group_num_layers) {
   const long long init[2] = {0, LLONG_MAX};
   KVSIM_CUDA_CHECK(cudaMemcpyAsync(d_result, init, sizeof init, cudaMemcpyHostToDevice, stream));
-  const ops::VerifyVecOp op{layout, pool, slot_request, slot_position};
+  const ops::VerifyVecOp op{layout,        pool,       slot_request,
+                            slot_position, slot_group, group_num_layers};
   const int64_t n = op.num_items();
   const cta::LaunchShape shape = cta::grid_stride_shape(n, cta::kVerifyThreads);
   verify_kernel<<<to_dim3(shape.grid), shape.threads, 0, stream>>>(

@@ -136,8 +136,10 @@ void gather_kv(const KvCacheLayout& layout, const unsigned char* pool, const int
 
 int64_t verify_slots(const KvCacheLayout& layout, const unsigned char* pool,
                      const int64_t* slot_request, const int32_t* slot_position,
-                     int64_t* first_bad_item) {
-  const ops::VerifyVecOp op{layout, pool, slot_request, slot_position};
+                     int64_t* first_bad_item, const int32_t* slot_group,
+                     const int32_t* group_num_layers) {
+  const ops::VerifyVecOp op{layout,        pool,       slot_request,
+                            slot_position, slot_group, group_num_layers};
   const int32_t eb = layout.elem_bytes();
   const int32_t vph = layout.vecs_per_head_row();
   const int32_t per_vec = 16 / eb;
@@ -149,7 +151,9 @@ int64_t verify_slots(const KvCacheLayout& layout, const unsigned char* pool,
   for (int32_t layer = 0; layer < layout.num_layers; ++layer) {
     for (int64_t slot = 0; slot < layout.num_slots(); ++slot) {
       const int64_t req = slot_request[slot];
-      const uint64_t seed = req >= 0 ? kv_token_seed(req, slot_position[slot], layer) : 0;
+      const int32_t seed_layer = req >= 0 ? op.seed_layer(layer, slot) : 0;
+      if (seed_layer < 0) continue;  // a page its group never writes (hybrid layouts)
+      const uint64_t seed = req >= 0 ? kv_token_seed(req, slot_position[slot], seed_layer) : 0;
       const int64_t slot_item = (layer * layout.num_slots() + slot) * op.items_per_slot();
       for (int32_t head = 0; head < layout.num_kv_heads; ++head) {
         for (int32_t kv = 0; kv < 2; ++kv) {

@@ -179,17 +179,9 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   const SchedulerConfig& sc = rc.scheduler;
 
   const std::unique_ptr<StepTimeModel> step_time = make_step_time_model(sched.step_time, in, plan);
-  KvBackendConfig bc;
-  bc.kind = parse_kv_backend_kind(o.backend);
-  bc.num_blocks = plan.num_gpu_blocks;
-  bc.block_size = sc.block_size;
-  bc.num_layers = static_cast<int32_t>(plan.num_layers);
-  bc.num_kv_heads = static_cast<int32_t>(plan.num_kv_heads_per_rank);
-  bc.head_dim = static_cast<int32_t>(plan.head_dim);
-  bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
-  bc.max_layers = o.backend_max_layers;
-  bc.host_swap_slots = sc.num_host_swap_slots;
-  const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
+  const std::unique_ptr<KvBackend> backend = make_kv_backend(
+      kv_backend_config_for(plan, parse_kv_backend_kind(o.backend), sc.block_size,
+                            sc.num_host_swap_slots, o.backend_max_layers));
 
   std::atomic<bool> stop{false};
   ReplayResult result = run_interruptible(

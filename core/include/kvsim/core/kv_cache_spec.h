@@ -65,6 +65,13 @@ struct KVCacheConfig {
     return kv_cache_groups.empty() ? 0 : kv_cache_groups[0].kv_cache_spec.block_size;
   }
   bool is_hybrid() const { return kv_cache_groups.size() > 1; }
+  // One full-attention group: the layout KVCacheManager runs on its specialised path; anything
+  // else (hybrid, or one window group) goes through the KVCacheCoordinator, one block table per
+  // group.
+  bool is_single_full_attention() const {
+    return kv_cache_groups.size() == 1 &&
+           kv_cache_groups[0].kv_cache_spec.kind == KVCacheSpecKind::kFullAttention;
+  }
 };
 
 // One full-attention group of `num_layers` layers: the layout of every non-hybrid model.

@@ -15,6 +15,12 @@
 //     emits none; kept for copy-on-write studies).
 //   * swap_out / swap_in: device block <-> host slot transfers (kvsim's swap preemption mode, an
 //     extension beyond vLLM 0.26). swap_out runs before copies/writes, swap_in after swap_out.
+//   * groups (hybrid KV layouts only, vLLM's hybrid KV cache manager): every KV cache group has
+//     its own block table per request, so its own slot mapping and block tables; writes and
+//     reads (requests, positions, seq_len) are shared by all groups. When `groups` is non-empty
+//     the top-level slot_mapping / block_table_offsets / block_tables are empty and unused. A
+//     window group's table holds the null block (id 0) where vLLM dropped a block that fell out
+//     of the window; those entries are not read.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +51,19 @@ struct BlockSwap {
   int64_t host_slot = 0;
 };
 
+// One KV cache group's part of a step (StepBatch::groups[g] is group g).
+struct GroupStepTables {
+  std::vector<int64_t> slot_mapping;         // as StepBatch::slot_mapping, through group g's tables
+  std::vector<int32_t> block_table_offsets;  // as StepBatch::block_table_offsets
+  std::vector<BlockId> block_tables;         // null block (0) for dropped out-of-window blocks
+
+  void clear() {
+    slot_mapping.clear();
+    block_table_offsets.clear();
+    block_tables.clear();
+  }
+};
+
 struct StepBatch {
   int64_t step_index = 0;
   int32_t block_size = 16;
@@ -56,6 +75,7 @@ struct StepBatch {
   std::vector<BlockCopy> copies;
   std::vector<BlockSwap> swap_out;
   std::vector<BlockSwap> swap_in;
+  std::vector<GroupStepTables> groups;  // hybrid layouts only (see above)
 
   // Empties every list but keeps capacity (the replay loop reuses one StepBatch).
   void clear() {
@@ -67,6 +87,7 @@ struct StepBatch {
     copies.clear();
     swap_out.clear();
     swap_in.clear();
+    for (GroupStepTables& g : groups) g.clear();
   }
 };
 

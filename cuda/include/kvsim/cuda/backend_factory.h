@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "kvsim/core/kv_backend.h"
+#include "kvsim/core/planner.h"
 #include "kvsim/cuda/kv_layout.h"
 
 namespace kvsim {
@@ -35,10 +37,23 @@ struct KvBackendConfig {
   int64_t host_swap_slots = 0;  // host blocks for swap preemption (0: swaps are rejected)
   int32_t max_layers = 0;       // > 0: cap the pool's layer count (see above)
   int64_t max_host_pool_bytes = 0;
+  // Grouped layouts (hybrid, or one window group: see KVCacheConfig::is_single_full_attention):
+  // each KV cache group's layer count; num_layers is then the number of KV cache tensors (vLLM's
+  // group size), each shared by one layer of every group. Empty: one full-attention group.
+  // max_layers caps the tensors and every group alike.
+  std::vector<int32_t> group_num_layers;
 
   // The pool layout this config yields (num_layers capped by max_layers).
   KvCacheLayout pool_layout() const;
+  // group_num_layers capped by max_layers.
+  std::vector<int32_t> pool_group_num_layers() const;
 };
+
+// The config for a planned pool (`kvsim replay`, the Python package): N, shape and dtype from the
+// plan, and for grouped layouts the tensors and groups of plan.kv_cache_config (vLLM 0.26's hybrid
+// layout: one tensor per position in a group, shared across groups).
+KvBackendConfig kv_backend_config_for(const Plan& plan, KvBackendKind kind, int32_t block_size,
+                                      int64_t host_swap_slots, int32_t max_layers);
 
 // Throws std::invalid_argument for a bad shape, std::runtime_error for `cuda` in a build without
 // CUDA or on a machine without a device, or for a pool that does not fit.

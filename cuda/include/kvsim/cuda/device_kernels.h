@@ -34,6 +34,7 @@ void gather_kv(const KvCacheLayout& layout, const unsigned char* pool, const int
 // INT64_MAX); both are initialised here.
 void verify_slots(const KvCacheLayout& layout, const unsigned char* pool,
                   const int64_t* slot_request, const int32_t* slot_position, int64_t* d_result,
-                  CUstream_st* stream);
+                  CUstream_st* stream, const int32_t* slot_group = nullptr,
+                  const int32_t* group_num_layers = nullptr);
 
 }  // namespace kvsim::device

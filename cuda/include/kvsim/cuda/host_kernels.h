@@ -26,9 +26,11 @@ void gather_kv(const KvCacheLayout& layout, const unsigned char* pool, const int
                const int32_t* table_offsets, const BlockId* block_tables, int32_t num_seqs,
                uint64_t* checksums);
 // Elements that differ from the recorded writes (slot_request[s] < 0: must be poison);
-// *first_bad_item = the lowest ops::VerifyVecOp item with a mismatch, or -1.
+// *first_bad_item = the lowest ops::VerifyVecOp item with a mismatch, or -1. Hybrid layouts pass
+// the ledger's per-slot group and the groups' layer counts (ops::VerifyVecOp says what they mean).
 int64_t verify_slots(const KvCacheLayout& layout, const unsigned char* pool,
                      const int64_t* slot_request, const int32_t* slot_position,
-                     int64_t* first_bad_item);
+                     int64_t* first_bad_item, const int32_t* slot_group = nullptr,
+                     const int32_t* group_num_layers = nullptr);
 
 }  // namespace kvsim::twin

@@ -14,6 +14,12 @@
 //
 // verify() compares every slot of the pool with the KvLedger: written slots must hold the values
 // of their last (request, position); never-written slots must still be poison.
+//
+// Hybrid KV layouts (group_num_layers non-empty, vLLM's hybrid KV cache manager): the layout's
+// layers are vLLM's KV cache tensors, one per position in a group, each shared by that layer of
+// every group (a block belongs to one group at a time). Each group's writes go through its own
+// slot mapping into its first n_g tensors, its reads through its own block tables (the null block,
+// a window group's dropped block, is skipped); a read's checksum sums its groups.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +36,10 @@ namespace kvsim {
 
 class HostKvBackend final : public KvBackend {
  public:
-  // max_pool_bytes: see HostPool (0 = the machine's available memory).
-  HostKvBackend(const KvCacheLayout& layout, int64_t host_swap_slots, int64_t max_pool_bytes = 0);
+  // max_pool_bytes: see HostPool (0 = the machine's available memory). group_num_layers: empty
+  // for one full-attention group, else each KV cache group's layer count (see above).
+  HostKvBackend(const KvCacheLayout& layout, int64_t host_swap_slots, int64_t max_pool_bytes = 0,
+                std::vector<int32_t> group_num_layers = {});
 
   const char* name() const override { return "host"; }
   StepExecution execute(const StepBatch& batch) override;
@@ -53,13 +61,15 @@ class HostKvBackend final : public KvBackend {
   std::vector<SwapCopy> swap_copies_;
   std::vector<int32_t> seq_lens_;  // per-step scratch for gather_kv, kept to reuse its capacity
   std::vector<uint64_t> checksums_;
+  std::vector<uint64_t> group_checksums_;
 };
 
 class CudaKvBackend final : public KvBackend {
  public:
   // Throws std::runtime_error when built without CUDA, when no device is present, or when the
   // pool does not fit in free device memory (with requested and free bytes).
-  CudaKvBackend(const KvCacheLayout& layout, int64_t host_swap_slots);
+  CudaKvBackend(const KvCacheLayout& layout, int64_t host_swap_slots,
+                std::vector<int32_t> group_num_layers = {});
   ~CudaKvBackend() override;
 
   const char* name() const override { return "cuda"; }

@@ -11,6 +11,14 @@
 // longer with anything but kPadSlotId), malformed block-table CSR, tables too short for seq_len.
 // Two writes to one slot in one step, or a copy whose dst is another pair's src, have no defined
 // order on a GPU (nor in vLLM); the ledger assumes the batch is free of such races.
+//
+// Hybrid KV layouts (group_num_layers has more than one entry, or one group on the batch's
+// `groups` path): the pool's layers are vLLM's KV cache tensors, each shared by one layer of
+// every group (vLLM 0.26 kv_cache_utils: one tensor per position in a group, groups of equal page
+// size). A block belongs to one group at a time, so a slot's last write names its group too:
+// group g writes layers [0, group_num_layers[g]) of the slot with the values of seed layers
+// g * num_layers + j. Batches must then carry one GroupStepTables per group and no top-level
+// tables.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +42,27 @@ struct SwapCopy {
 void build_swap_copies(const KvCacheLayout& layout, std::span<const BlockSwap> swaps,
                        std::vector<SwapCopy>& out);
 
+// Group g's slot mapping and block tables: batch.groups[g], or the top-level ones when the batch
+// has no groups (then g must be 0).
+struct GroupTablesView {
+  std::span<const int64_t> slot_mapping;
+  std::span<const int32_t> block_table_offsets;
+  std::span<const BlockId> block_tables;
+};
+GroupTablesView group_tables(const StepBatch& batch, size_t group);
+
 // Bytes each phase moves (reads + writes counted separately), as the backends report them.
-StepExecution step_traffic(const KvCacheLayout& layout, const StepBatch& batch);
+// Hybrid layouts pass the groups' layer counts: group g's writes and reads move n_g layers, and a
+// window group reads only its table's non-null entries.
+StepExecution step_traffic(const KvCacheLayout& layout, const StepBatch& batch,
+                           std::span<const int32_t> group_num_layers = {});
 
 class KvLedger {
  public:
-  KvLedger(const KvCacheLayout& layout, int64_t host_swap_slots);
+  // group_num_layers: empty for one full-attention group (every layer, top-level tables); else
+  // the layer count of each KV cache group, each in [1, layout.num_layers].
+  KvLedger(const KvCacheLayout& layout, int64_t host_swap_slots,
+           std::vector<int32_t> group_num_layers = {});
 
   // Throws std::invalid_argument: "step S: <field>[i] = value out of range [lo, hi)".
   void validate(const StepBatch& batch) const;
@@ -50,16 +73,32 @@ class KvLedger {
 
   const std::vector<int64_t>& slot_request() const { return slot_request_; }
   const std::vector<int32_t>& slot_position() const { return slot_position_; }
+  // Grouped layouts only (else empty): the group of each slot's last write, and each group's
+  // layer count.
+  const std::vector<int32_t>& slot_group() const { return slot_group_; }
+  const std::vector<int32_t>& group_num_layers() const { return group_num_layers_; }
+  bool grouped() const { return !group_num_layers_.empty(); }
+  // Groups the batches carry tables for (1 without groups).
+  size_t num_groups() const { return grouped() ? group_num_layers_.size() : 1; }
+  // Layers group g writes.
+  int32_t layers_of_group(size_t g) const {
+    return grouped() ? group_num_layers_[g] : layout_.num_layers;
+  }
   int64_t host_swap_slots() const { return host_swap_slots_; }
   int64_t written_slots() const;
 
  private:
+  void validate_tables(const StepBatch& b, size_t group, int64_t tokens) const;
+
   KvCacheLayout layout_;
   int64_t host_swap_slots_;
   std::vector<int64_t> slot_request_;
   std::vector<int32_t> slot_position_;
+  std::vector<int32_t> group_num_layers_;
+  std::vector<int32_t> slot_group_;
   std::vector<int64_t> host_request_;
   std::vector<int32_t> host_position_;
+  std::vector<int32_t> host_group_;
   std::vector<int64_t> scratch_request_;
   std::vector<int32_t> scratch_position_;
 };

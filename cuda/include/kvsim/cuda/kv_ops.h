@@ -217,8 +217,10 @@ struct GatherKvOp {
     }
     return lo;
   }
-  // Tokens of entry e that the sequence attends over (0 for table entries past seq_len).
+  // Tokens of entry e that the sequence attends over (0 for table entries past seq_len, and for
+  // the null block: a window group's dropped block, never read).
   KVSIM_HD int32_t entry_tokens(int64_t e, int32_t s) const {
+    if (block_tables[e] == kNullBlockId) return 0;
     const int64_t first = (e - table_offsets[s]) * layout.block_size;
     const int64_t n = seq_lens[s] - first;
     return n <= 0 ? 0 : (n >= layout.block_size ? layout.block_size : static_cast<int32_t>(n));
@@ -251,11 +253,24 @@ struct GatherKvOp {
 // slot, head, K|V, vector, so consecutive items read consecutive bytes of the packed layout.
 // operator()(i) = elements of vector i whose bits differ from what its slot's last write produced
 // (slot_request[slot] < 0: never written, so the bytes must still be poison).
+// Hybrid layouts (slot_group set): the pool's layers are vLLM's shared tensors, layer j holding
+// layer j of whichever KV cache group owns the block; a slot written by group g holds the values
+// of seed layer g * num_layers + j in its first group_num_layers[g] layers, and the rest (a group
+// with fewer layers than the pool has tensors never writes them) is not checked.
 struct VerifyVecOp {
   KvCacheLayout layout;
   const unsigned char* pool;
   const int64_t* slot_request;
   const int32_t* slot_position;
+  const int32_t* slot_group = nullptr;        // per slot, the group of its last write
+  const int32_t* group_num_layers = nullptr;  // per group
+
+  // The value seed layer of (layer, slot) for a written slot, or -1 when it is not checked.
+  KVSIM_HD int32_t seed_layer(int32_t layer, int64_t slot) const {
+    if (slot_group == nullptr) return layer;
+    const int32_t g = slot_group[slot];
+    return layer < group_num_layers[g] ? g * layout.num_layers + layer : -1;
+  }
 
   KVSIM_HD int64_t items_per_slot() const {
     return int64_t{layout.num_kv_heads} * 2 * layout.vecs_per_head_row();
@@ -279,7 +294,9 @@ struct VerifyVecOp {
     const Vec16 got = load16(pool + layout.head_row_offset(layer, slot, head, kv) + v * 16);
     const auto* bytes = reinterpret_cast<const unsigned char*>(got.w);
     const int64_t req = slot_request[slot];
-    const uint64_t seed = req >= 0 ? kv_token_seed(req, slot_position[slot], layer) : 0;
+    const int32_t seed_l = req >= 0 ? seed_layer(layer, slot) : 0;
+    if (seed_l < 0) return 0;
+    const uint64_t seed = req >= 0 ? kv_token_seed(req, slot_position[slot], seed_l) : 0;
     const int32_t per_vec = 16 / eb;
     int64_t bad = 0;
     for (int32_t e = 0; e < per_vec; ++e) {
