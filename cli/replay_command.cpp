@@ -14,14 +14,17 @@
 
 #include <fmt/core.h>
 
+#include "cluster_options.h"
 #include "commands.h"
 #include "interrupt.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/cuda/backend_factory.h"
+#include "kvsim/sim/cluster/cluster_replay.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/replay_setup.h"
 #include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/metrics/cluster_report.h"
 #include "kvsim/sim/metrics/report.h"
 #include "kvsim/sim/traces/trace.h"
 #include "output_files.h"
@@ -43,6 +46,7 @@ struct ReplayOptions {
   std::optional<int32_t> max_num_batched_tokens;
   std::optional<int32_t> max_num_seqs;
   SchedulerOptions sched;
+  ClusterOptions cluster;
   std::string backend = "null";
   int32_t backend_max_layers = 0;
   std::string preemption_mode = "recompute";
@@ -79,6 +83,22 @@ void check_flag_combinations(const CLI::App& cmd, const ReplayOptions& o) {
   if (o.backend == "null" && cmd.get_option("--backend-max-layers")->count() > 0) {
     throw std::invalid_argument("--backend-max-layers needs --backend host or cuda");
   }
+  if (o.backend != "null" && o.cluster.replicas > 1) {
+    throw std::invalid_argument(fmt::format(
+        "--backend {}: a cluster replay (--replicas {}) runs the null backend only (a host/cuda "
+        "KV pool per replica would not fit one machine); drop --backend or use --replicas 1",
+        o.backend, o.cluster.replicas));
+  }
+}
+
+// The cluster engine runs when a cluster or SLO flag is given; otherwise the plain replay, whose
+// outputs stay exactly those of kvsim before clusters existed.
+bool cluster_mode(const CLI::App& cmd) {
+  for (const CLI::Option* opt : cmd.get_options()) {
+    const std::string group = opt->get_group();
+    if ((group == "Cluster" || group == "SLO") && opt->count() > 0) return true;
+  }
+  return false;
 }
 
 // "2 prompt_too_long, 1 empty_prompt" for the rejection summary line.
@@ -96,6 +116,8 @@ std::string describe_rejections(const ReplaySummary& s) {
 void run(const CLI::App& cmd, ReplayOptions& o) {
   check_trace_options(cmd, o.trace);
   check_flag_combinations(cmd, o);
+  const ClusterConfig cluster = to_cluster_config(o.cluster);
+  const bool clustered = cluster_mode(cmd);
   OutputFiles outputs;
   outputs.add("--json", o.json_path);
   outputs.add("--timeline", o.timeline_path);
@@ -145,7 +167,8 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
   bc.max_layers = o.backend_max_layers;
   bc.host_swap_slots = sc.num_host_swap_slots;
-  const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
+  // The cluster engine builds its replicas' backends itself (one, with --replicas 1).
+  const std::unique_ptr<KvBackend> backend = clustered ? nullptr : make_kv_backend(bc);
   // Last check before the run: every output path can be written.
   outputs.open_all();
 
@@ -162,7 +185,15 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
       std::fflush(stderr);
     }
   };
-  const ReplayResult result = run_replay(rc, trace, *backend, *step_time, progress);
+  std::optional<ClusterResult> cluster_result;
+  ReplayResult plain_result;
+  if (clustered) {
+    const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
+    cluster_result = run_cluster_replay(rc, cluster, trace, backends, *step_time, progress);
+  } else {
+    plain_result = run_replay(rc, trace, *backend, *step_time, progress);
+  }
+  const ReplayResult& result = clustered ? cluster_result->cluster : plain_result;
 
   ReportContext ctx;
   ctx.trace_path = o.trace_path;
@@ -185,17 +216,37 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   ctx.backend_layers = bc.pool_layout().num_layers;
 
   // The human report goes to stdout unless an output file already does.
-  if (!outputs.uses_stdout()) std::cout << format_replay_report(result.summary, ctx) << std::flush;
+  if (!outputs.uses_stdout()) {
+    std::cout << (clustered ? format_cluster_report(*cluster_result, cluster, ctx)
+                            : format_replay_report(result.summary, ctx))
+              << std::flush;
+  }
   if (outputs.requested("--json")) {
-    outputs.stream("--json") << replay_summary_json(result.summary, ctx).dump(2) << "\n";
+    outputs.stream("--json") << (clustered ? cluster_summary_json(*cluster_result, cluster, ctx)
+                                           : replay_summary_json(result.summary, ctx))
+                                    .dump(2)
+                             << "\n";
     outputs.finish("--json");
   }
+  // With one replica the CSVs keep the single-replica columns (the same bytes as a plain replay).
+  const bool replica_column = clustered && cluster.replicas > 1;
   if (outputs.requested("--timeline")) {
-    write_timeline_csv(outputs.stream("--timeline"), result.timeline);
+    if (replica_column) {
+      write_cluster_timeline_csv(outputs.stream("--timeline"), result.timeline,
+                                 cluster_result->timeline_replica);
+    } else {
+      write_timeline_csv(outputs.stream("--timeline"), result.timeline);
+    }
     outputs.finish("--timeline");
   }
   if (outputs.requested("--requests")) {
-    write_requests_csv(outputs.stream("--requests"), result.requests);
+    // A request refused by admission control needs the cluster columns to show its reason.
+    if (replica_column || (clustered && cluster_result->admission_rejected > 0)) {
+      write_cluster_requests_csv(outputs.stream("--requests"), result.requests,
+                                 cluster_result->request_replica, cluster_result->admission_reason);
+    } else {
+      write_requests_csv(outputs.stream("--requests"), result.requests);
+    }
     outputs.finish("--requests");
   }
   outputs.commit_all();
@@ -237,6 +288,7 @@ void register_replay_command(CLI::App& app) {
       ->check(positive())
       ->group("Scheduler");
   add_scheduler_options(cmd, o->sched);
+  add_cluster_options(*cmd, o->cluster);
   cmd->add_option("--backend", o->backend, "KV storage: null | host | cuda")
       ->check(CLI::IsMember({"null", "host", "cuda"}))
       ->capture_default_str();

@@ -24,6 +24,7 @@
 // the percentiles cover what was measured.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,6 +66,15 @@ struct SloSpec {
   bool empty() const { return !ttft_s && !tpot_s && !e2e_s; }
 };
 
+// Why admission control refused a request (ClusterResult::admission_reason); NONE: it did not.
+enum class AdmissionRejectReason : uint8_t { NONE, QUEUE_FULL, TOKEN_LIMIT };
+inline constexpr int kNumAdmissionRejectReasons = 3;
+// "none", "admission_queue_full", "admission_token_limit".
+std::string_view to_string(AdmissionRejectReason r);
+
+// The largest --replicas accepted (each replica holds a whole KV pool's bookkeeping).
+inline constexpr int32_t kMaxClusterReplicas = 1024;
+
 struct AdmissionControl {
   int64_t max_waiting_requests = 0;  // 0 = unlimited
   int64_t max_waiting_tokens = 0;    // prompt tokens waiting in the replica; 0 = unlimited
@@ -73,7 +83,7 @@ struct AdmissionControl {
 struct ClusterConfig {
   int32_t replicas = 1;
   RouterPolicy router = RouterPolicy::ROUND_ROBIN;
-  uint64_t seed = 0;               // RANDOM, POWER_OF_TWO, PREFIX_AFFINITY's ring
+  uint64_t seed = 0;                // RANDOM, POWER_OF_TWO, PREFIX_AFFINITY's ring
   int64_t router_staleness_ns = 0;  // 0 = the router sees current state
   AdmissionControl admission;
   // PREFIX_AFFINITY: hash of the first `affinity_prefix_blocks` blocks of the prompt; bounded
@@ -85,16 +95,22 @@ struct ClusterConfig {
   // KV_AWARE: score = cached_prefix_tokens / prompt_tokens - kv_aware_load_weight * load, load =
   // outstanding / max outstanding over replicas; highest score wins, lowest index on ties.
   double kv_aware_load_weight = 1.0;
-  SloSpec slo;                                // goodput / attainment (empty: not reported)
+  SloSpec slo;                                 // goodput / attainment (empty: not reported)
   std::optional<SloSpec> stop_when_slo_fails;  // early stop, see above
 };
 
 // Cluster-wide SLO outcome (over all trace requests; rejected ones do not meet it).
 struct SloReport {
   int64_t met = 0;
-  double attainment = 0;      // met / requests
-  double goodput_rps = 0;     // met / sim seconds
-  bool p99_verdict = false;   // every set metric's p99 within its threshold
+  double attainment = 0;     // met / requests
+  double goodput_rps = 0;    // met / sim seconds
+  bool p99_verdict = false;  // every set metric's p99 within its threshold
+  // Requests violating each threshold (0 when unset). The verdict ranks every trace request:
+  // a rejected (or, after an early stop, undecided) request counts as violating, so a metric's
+  // p99 holds iff its violations <= slo_p99_allowance(population).
+  int64_t ttft_violations = 0;
+  int64_t tpot_violations = 0;  // population: requests of max_tokens >= 2 (TPOT needs 2 tokens)
+  int64_t e2e_violations = 0;
 };
 
 struct ClusterResult {
@@ -102,9 +118,12 @@ struct ClusterResult {
   // concurrency/usage per replica averaged (see docs/cluster.md for each field's rule).
   ReplayResult cluster;
   std::vector<ReplaySummary> per_replica;
-  std::vector<int32_t> request_replica;  // per trace request; -1 = refused by admission control
+  std::vector<int32_t> request_replica;  // per trace request; -1 = refused by admission control,
+                                         // -2 = never routed (the replay stopped early)
+  std::vector<AdmissionRejectReason> admission_reason;  // per trace request
   std::vector<int32_t> timeline_replica;  // per row of cluster.timeline: the replica that stepped
-  int64_t admission_rejected = 0;
+  int64_t admission_rejected = 0;         // also counted in cluster.summary.rejected
+  std::array<int64_t, kNumAdmissionRejectReasons> admission_rejected_by_reason{};
   SloReport slo;
   bool stopped_early = false;
 };
@@ -118,5 +137,14 @@ ClusterResult run_cluster_replay(const ReplayConfig& config, const ClusterConfig
                                  const Trace& trace, const ReplicaBackendFactory& backends,
                                  const StepTimeModel& step_time,
                                  const ProgressCallback& progress = {});
+
+inline constexpr int32_t kRefusedByAdmission = -1;
+inline constexpr int32_t kNotRouted = -2;
+
+// Throws std::invalid_argument naming the field of a bad ClusterConfig: replicas outside
+// [1, kMaxClusterReplicas], negative staleness or admission limits, affinity_prefix_blocks < 1,
+// affinity_load_factor < 1, a negative or non-finite kv_aware_load_weight, an SLO threshold that
+// is not a finite number > 0.
+void check_cluster_config(const ClusterConfig& cluster);
 
 }  // namespace kvsim

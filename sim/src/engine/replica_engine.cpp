@@ -1,0 +1,601 @@
+#include "kvsim/sim/engine/replica_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "replay_batch.h"
+
+namespace kvsim {
+
+ReplayRequests make_replay_requests(const Trace& trace) {
+  ReplayRequests out;
+  const size_t n = trace.requests.size();
+  out.requests.reserve(n);
+  out.records.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TraceRequest& tr = trace.requests[i];
+    if (tr.arrival_ns < 0 || tr.arrival_ns > kMaxArrivalNs) {
+      throw std::invalid_argument(
+          fmt::format("trace {}: arrival of request {} (line {}) is {} ns, outside [0, 2^62]",
+                      trace.path, i, tr.source_line, tr.arrival_ns));
+    }
+    if (i > 0 && tr.arrival_ns < trace.requests[i - 1].arrival_ns) {
+      throw std::invalid_argument(fmt::format(
+          "trace {}: arrivals not sorted at request {} (line {})", trace.path, i, tr.source_line));
+    }
+    out.requests.push_back(make_request(tr, static_cast<int64_t>(i)));
+    RequestRecord& rec = out.records[i];
+    rec.request_id = static_cast<int64_t>(i);
+    rec.source_line = tr.source_line;
+    rec.prompt_tokens = tr.input_tokens;
+    rec.max_tokens = out.requests.back().max_tokens;
+    rec.priority = tr.priority;
+    rec.arrival_ns = tr.arrival_ns;
+  }
+  return out;
+}
+
+void check_replay_config(const ReplayConfig& config, const KvBackend& backend) {
+  if (config.livelock_steps < 0)
+    throw std::invalid_argument("replay: livelock_steps must be >= 0 (0 = auto)");
+  if (config.progress_every_steps < 1) {
+    throw std::invalid_argument("replay: progress_every_steps must be >= 1");
+  }
+  if (config.swap_bytes_per_block < 0) {
+    throw std::invalid_argument("replay: swap_bytes_per_block must be >= 0");
+  }
+  if (!(config.swap_bandwidth_bytes_per_s > 0)) {
+    throw std::invalid_argument(fmt::format("replay: swap bandwidth must be > 0 bytes/s (got {})",
+                                            config.swap_bandwidth_bytes_per_s));
+  }
+  const auto& groups = config.scheduler.kv_cache_config.kv_cache_groups;
+  const bool hybrid =
+      groups.size() > 1 ||
+      (groups.size() == 1 && groups[0].kv_cache_spec.kind != KVCacheSpecKind::kFullAttention);
+  if (hybrid && dynamic_cast<const NullKvBackend*>(&backend) == nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "replay: the {} KV backend models one full-attention group; this model's hybrid KV "
+        "layout ({} groups) replays with the null backend only",
+        backend.name(), groups.size()));
+  }
+}
+
+namespace {
+
+int32_t histogram_percentile(const std::vector<int64_t>& hist, int64_t total, double q) {
+  if (total == 0) return 0;
+  // Nearest rank: the smallest k whose cumulative count reaches the rank's 1-based position.
+  const int64_t rank = nearest_rank_index(q, total) + 1;
+  int64_t cum = 0;
+  for (size_t k = 0; k < hist.size(); ++k) {
+    cum += hist[k];
+    if (cum >= rank) return static_cast<int32_t>(k);
+  }
+  return static_cast<int32_t>(hist.size()) - 1;
+}
+
+}  // namespace
+
+void derive_replay_summary(const ReplayStepSums& sums, ReplaySummary& sum) {
+  if (sum.steps > 0) {
+    sum.mean_running = static_cast<double>(sums.sum_running) / static_cast<double>(sum.steps);
+    sum.padding_tokens_mean = sums.sum_padding / static_cast<double>(sum.steps);
+  }
+  if (sums.padding_fraction_steps > 0) {
+    sum.padding_fraction_mean =
+        sums.sum_padding_fraction / static_cast<double>(sums.padding_fraction_steps);
+  }
+  if (sums.usage_steps > 0)
+    sum.mean_kv_usage = sums.sum_usage / static_cast<double>(sums.usage_steps);
+  for (size_t g = 0; g < sum.kv_cache_groups.size(); ++g) {
+    KVCacheGroupSummary& gs = sum.kv_cache_groups[g];
+    if (g < sums.group_usage_sum.size() && sums.usage_steps > 0) {
+      gs.mean_kv_usage = sums.group_usage_sum[g] / static_cast<double>(sums.usage_steps);
+      gs.peak_kv_usage = sums.group_usage_peak[g];
+      gs.padding_tokens_mean = sums.group_padding_sum[g] / static_cast<double>(sums.usage_steps);
+    }
+  }
+  sum.p50_running = histogram_percentile(sum.running_histogram, sum.steps, 0.50);
+  sum.p99_running = histogram_percentile(sum.running_histogram, sum.steps, 0.99);
+  if (sum.finished > 0) {
+    sum.mean_finished_length =
+        static_cast<double>(sums.finished_length) / static_cast<double>(sum.finished);
+  }
+  if (sum.prefix_cache.queries > 0) {
+    sum.prefix_cache_hit_rate =
+        static_cast<double>(sum.prefix_cache.hits) / static_cast<double>(sum.prefix_cache.queries);
+  }
+  if (sum.admission_prefix_query_tokens > 0) {
+    sum.admission_prefix_hit_rate = static_cast<double>(sum.prefix_hit_tokens) /
+                                    static_cast<double>(sum.admission_prefix_query_tokens);
+  }
+  sum.prefix_blocks_saved = sum.block_size > 0 ? sum.prefix_hit_tokens / sum.block_size : 0;
+}
+
+ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
+                             const StepTimeModel& step_time, ReplayRequests& requests)
+    : config_(config),
+      backend_(backend),
+      step_time_(step_time),
+      requests_(requests.requests),
+      records_(requests.records),
+      sched_(config.scheduler),
+      core_(sched_),
+      null_backend_(dynamic_cast<NullKvBackend*>(&backend) != nullptr) {
+  ReplaySummary& sum = summary_;
+  sum.num_gpu_blocks = sched_.config().num_gpu_blocks;
+  sum.block_size = sched_.config().block_size;
+  sum.max_model_len = sched_.config().max_model_len;
+  sum.backend = backend_.name();
+  sum.step_time_model = step_time_.describe();
+  sum.host_swap_slots = sched_.config().preemption_mode == PreemptionMode::SWAP
+                            ? sched_.config().num_host_swap_slots
+                            : 0;
+  sum.swap_bytes_per_block = config_.swap_bytes_per_block;
+  sum.swap_bandwidth_bytes_per_s = config_.swap_bandwidth_bytes_per_s;
+  sum.async_scheduling = sched_.config().async_scheduling;
+  // Auto limit: recomputing what fits in the pool legitimately takes up to (N-1)*bs / budget
+  // token-less steps (a preempted 100k-token prompt under a small budget); only well beyond that
+  // is it a livelock.
+  const SchedulerConfig& sc = sched_.config();
+  livelock_limit_ = config_.livelock_steps > 0
+                        ? config_.livelock_steps
+                        : 10000 + 2 * cdiv(int64_t{sc.num_gpu_blocks - 1} * sc.block_size,
+                                           std::max(sc.max_num_batched_tokens, 1));
+}
+
+void ReplicaEngine::add_request(int64_t id) {
+  routed_.push_back(id);
+  summary_.requests += 1;
+  queued_requests_ += 1;
+  queued_tokens_ += requests_[static_cast<size_t>(id)].num_prompt_tokens;
+}
+
+bool ReplicaEngine::has_work() const {
+  return sched_.config().async_scheduling ? core_.has_work() : sched_.has_unfinished_requests();
+}
+
+int64_t ReplicaEngine::next_event_ns() const {
+  if (has_work()) return t_;
+  if (next_pending_ < routed_.size()) {
+    return std::max(t_, requests_[static_cast<size_t>(routed_[next_pending_])].arrival_time_ns);
+  }
+  return kNoEvent;
+}
+
+bool ReplicaEngine::admit_arrivals() {
+  auto add_due = [this] {
+    while (next_pending_ < routed_.size()) {
+      const auto id = static_cast<size_t>(routed_[next_pending_]);
+      if (requests_[id].arrival_time_ns > t_) break;
+      ++next_pending_;
+      arrive(id);
+    }
+  };
+  add_due();
+  if (has_work()) return true;
+  if (next_pending_ >= routed_.size()) return false;
+  // Idle: jump to the next arrival (no step logged).
+  t_ = requests_[static_cast<size_t>(routed_[next_pending_])].arrival_time_ns;
+  add_due();
+  return has_work();
+}
+
+void ReplicaEngine::step() {
+  if (!admit_arrivals()) return;
+  if (sched_.config().async_scheduling) {
+    step_async();
+  } else {
+    step_sync();
+  }
+}
+
+void ReplicaEngine::leave_queue(const RequestRecord& rec) {
+  queued_requests_ -= 1;
+  queued_tokens_ -= rec.prompt_tokens;
+}
+
+void ReplicaEngine::reject(size_t index, RejectReason why) {
+  RequestRecord& rec = records_[index];
+  Request& r = requests_[index];
+  if (rec.first_scheduled_ns < 0) leave_queue(rec);
+  r.status = RequestStatus::FINISHED_ABORTED;
+  r.block_hashes = {};
+  rec.rejected = true;
+  rec.reject_reason = why;
+  rec.preemptions = r.num_preemptions;
+  if (rec.preemptions > 0) summary_.preempted_requests += 1;
+  if (why == RejectReason::NEVER_ADMITTABLE || why == RejectReason::OUTGREW_POOL) {
+    // Aborted at run time: what it generated before (vLLM reports those tokens) and when.
+    rec.output_tokens = r.num_output_tokens;
+    rec.finish_ns = t_;
+  }
+  ReplaySummary& s = summary_;
+  s.rejected += 1;
+  s.rejected_by_reason[static_cast<size_t>(why)] += 1;
+  ++done_;
+  if (done_log_ != nullptr) done_log_->push_back(static_cast<int64_t>(index));
+}
+
+void ReplicaEngine::arrive(size_t index) {
+  Request& r = requests_[index];
+  RejectReason why{};
+  if (!sched_.check_new_request(r, &why)) {
+    reject(index, why);
+    return;
+  }
+  sched_.add_request(&r);
+}
+
+void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
+  for (const ScheduledRequest& s : out.scheduled) {
+    RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
+    if (rec.first_scheduled_ns < 0) {
+      rec.first_scheduled_ns = start_ns;
+      leave_queue(rec);
+    }
+    if ((s.is_new || s.is_resumed) && !s.is_swapped_in && sched_.config().enable_prefix_caching) {
+      summary_.admission_prefix_query_tokens +=
+          requests_[static_cast<size_t>(s.request_id)].num_tokens();
+    }
+    rec.scheduled_tokens += s.num_tokens;
+    rec.prefix_hit_tokens += s.num_prefix_hit_tokens;
+    summary_.prefix_hit_tokens += s.num_prefix_hit_tokens;
+    const int32_t end = s.num_computed_tokens + s.num_tokens;
+    const int32_t redo = std::min(end, rec.computed_high_water) - s.num_computed_tokens;
+    if (redo > 0) {
+      rec.recomputed_tokens += redo;
+      summary_.recomputed_tokens += redo;
+    }
+    if (redo < s.num_tokens) new_work_ = true;
+    rec.computed_high_water = std::max(rec.computed_high_water, end);
+  }
+  ReplaySummary& sum = summary_;
+  sum.steps += 1;
+  sum.scheduled_tokens += out.total_num_scheduled_tokens;
+  sum.prefill_tokens += out.num_prefill_tokens;
+  sum.decode_tokens += out.num_decode_tokens;
+
+  const auto running = static_cast<int32_t>(sched_.num_running());
+  if (static_cast<size_t>(running) >= sum.running_histogram.size()) {
+    sum.running_histogram.resize(static_cast<size_t>(running) + 1, 0);
+  }
+  sum.running_histogram[static_cast<size_t>(running)] += 1;
+  sums_.sum_running += running;
+  sum.peak_running = std::max(sum.peak_running, running);
+
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  const int32_t used = used_blocks();
+  const int64_t padding = kv.padding_tokens();
+  sums_.sum_padding += static_cast<double>(padding);
+  sum.padding_tokens_peak = std::max(sum.padding_tokens_peak, padding);
+  if (used > 0) {
+    sums_.sum_padding_fraction +=
+        static_cast<double>(padding) / (static_cast<double>(used) * sched_.config().block_size);
+    ++sums_.padding_fraction_steps;
+  }
+  const double usage = kv.usage();
+  sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
+  sums_.sum_usage += usage;
+  ++sums_.usage_steps;
+  if (kv.coordinator() != nullptr) {
+    const size_t groups = kv.num_kv_cache_groups();
+    sums_.group_usage_sum.resize(groups, 0.0);
+    sums_.group_usage_peak.resize(groups, 0.0);
+    sums_.group_padding_sum.resize(groups, 0.0);
+    const double usable = std::max(1.0, static_cast<double>(sched_.config().num_gpu_blocks - 1));
+    for (size_t g = 0; g < groups; ++g) {
+      const double u = static_cast<double>(kv.num_held_blocks_in_group(g)) / usable;
+      sums_.group_usage_sum[g] += u;
+      sums_.group_usage_peak[g] = std::max(sums_.group_usage_peak[g], u);
+      sums_.group_padding_sum[g] += static_cast<double>(kv.padding_tokens(g));
+    }
+  }
+}
+
+void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
+  ReplaySummary& sum = summary_;
+  const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
+  sum.preemptions += preempted;
+  if (sched_.num_waiting() > 0) {
+    sum.steps_with_waiting += 1;
+    switch (out.admission_stop) {
+      case AdmissionStop::TOKEN_BUDGET:
+        sum.steps_token_budget_bound += 1;
+        break;
+      case AdmissionStop::MAX_NUM_SEQS:
+        sum.steps_max_num_seqs_bound += 1;
+        break;
+      case AdmissionStop::KV_CACHE:
+      case AdmissionStop::PREEMPTED:
+        sum.steps_kv_bound += 1;
+        break;
+      case AdmissionStop::QUEUE_EMPTY:
+        break;
+    }
+  }
+  if (!config_.record_timeline) return;
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  TimelineRow row;
+  row.step = out.step_index;
+  row.time_ns = start_ns;
+  row.duration_ns = duration_ns;
+  row.running = static_cast<int32_t>(sched_.num_running());
+  row.waiting = static_cast<int32_t>(sched_.num_waiting());
+  row.scheduled_reqs = static_cast<int32_t>(out.scheduled.size());
+  row.scheduled_tokens = out.total_num_scheduled_tokens;
+  row.prefill_tokens = out.num_prefill_tokens;
+  row.decode_tokens = out.num_decode_tokens;
+  row.free_blocks = kv.num_free_blocks();
+  row.used_blocks = used_blocks();
+  row.cached_blocks = kv.block_pool().num_cached_blocks();
+  row.padding_tokens = kv.padding_tokens();
+  row.preemptions = preempted;
+  row.admission_stop = out.admission_stop;
+  row.swap_out_blocks = static_cast<int32_t>(out.swap_out.size());
+  row.swap_in_blocks = static_cast<int32_t>(out.swap_in.size());
+  row.host_slots_used = sched_.num_used_host_slots();
+  timeline_.push_back(row);
+}
+
+void ReplicaEngine::advance_clock(int64_t dt) {
+  t_ = batch_end(t_, dt);
+}
+
+// Arrivals are <= kMaxArrivalNs and steps <= kMaxStepSeconds, so only an absurdly long run
+// (~1.3 million one-hour steps) overflows; it must be an error, never a wrapped clock.
+int64_t ReplicaEngine::batch_end(int64_t start, int64_t dt) {
+  ReplaySummary& sum = summary_;
+  int64_t end = 0;
+  int64_t busy = 0;
+  if (__builtin_add_overflow(start, dt, &end) || __builtin_add_overflow(sum.busy_ns, dt, &busy)) {
+    throw std::runtime_error(fmt::format(
+        "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
+        "nanoseconds (292 years); use a shorter --step-time or trace",
+        sum.steps, start, dt));
+  }
+  sum.busy_ns = busy;
+  return end;
+}
+
+int64_t ReplicaEngine::account_swaps(const SchedulerOutput& out) {
+  ReplaySummary& sum = summary_;
+  sum.swap_fallbacks += out.num_swap_fallbacks;
+  if (out.swap_out.empty() && out.swap_in.empty()) return 0;
+  for (int64_t id : out.swapped_out_req_ids) records_[static_cast<size_t>(id)].swap_outs += 1;
+  sum.swap_outs += static_cast<int64_t>(out.swapped_out_req_ids.size());
+  sum.swap_ins += static_cast<int64_t>(out.swapped_in_req_ids.size());
+  const auto out_blocks = static_cast<int64_t>(out.swap_out.size());
+  const auto in_blocks = static_cast<int64_t>(out.swap_in.size());
+  sum.swap_out_blocks += out_blocks;
+  sum.swap_in_blocks += in_blocks;
+  sum.swap_out_bytes += out_blocks * config_.swap_bytes_per_block;
+  sum.swap_in_bytes += in_blocks * config_.swap_bytes_per_block;
+  sum.peak_host_slots_used = std::max(sum.peak_host_slots_used, sched_.num_used_host_slots());
+  // Transfers are serialised with the step's compute (no overlap modelled).
+  const double bytes = static_cast<double>(out_blocks + in_blocks) *
+                       static_cast<double>(config_.swap_bytes_per_block);
+  const double seconds = bytes / config_.swap_bandwidth_bytes_per_s;
+  if (!(seconds <= kMaxStepSeconds)) {
+    throw std::runtime_error(fmt::format(
+        "swap transfer of {:g} bytes at {:g} bytes/s takes {:g} s in one step (limit {:g} s)",
+        bytes, config_.swap_bandwidth_bytes_per_s, seconds, kMaxStepSeconds));
+  }
+  const auto ns = static_cast<int64_t>(std::llround(seconds * 1e9));
+  sum.swap_ns += ns;
+  return ns;
+}
+
+void ReplicaEngine::execute_batch(const SchedulerOutput& out) {
+  if (null_backend_) return;
+  detail::build_step_batch(out, sched_.kv_cache_manager(), batch_);
+  const StepExecution ex = backend_.execute(batch_);
+  ReplaySummary& sum = summary_;
+  sum.backend_device_seconds += ex.device_seconds;
+  sum.backend_bytes_read += ex.bytes_read;
+  sum.backend_bytes_written += ex.bytes_written;
+}
+
+bool ReplicaEngine::after_update(const SchedulerOutput& out) {
+  bool any = false;
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (!s.sampled) continue;
+    const auto id = static_cast<size_t>(s.request_id);
+    RequestRecord& rec = records_[id];
+    if (rec.first_token_ns < 0) rec.first_token_ns = t_;
+    if (!s.finished) continue;
+    Request& r = requests_[id];
+    rec.finish_ns = t_;
+    rec.finished = true;
+    rec.output_tokens = r.num_output_tokens;
+    rec.preemptions = r.num_preemptions;
+    r.block_hashes = {};  // release memory of finished requests
+    latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
+                  rec.output_tokens});
+    summary_.finished += 1;
+    summary_.generated_tokens += rec.output_tokens;
+    if (rec.preemptions > 0) summary_.preempted_requests += 1;
+    sums_.finished_length += rec.prompt_tokens + rec.output_tokens;
+    ++done_;
+    if (done_log_ != nullptr) done_log_->push_back(static_cast<int64_t>(id));
+    any = true;
+  }
+  return any;
+}
+
+void ReplicaEngine::livelock(int64_t steps) const {
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  std::string head = "none";
+  if (!sched_.waiting().empty()) {
+    const Request* h = sched_.waiting().peek();
+    head = fmt::format("request {} ({} tokens, {} computed)", h->request_id, h->num_tokens(),
+                       h->num_computed_tokens);
+  }
+  throw std::runtime_error(fmt::format(
+      "replay livelock: {} consecutive steps made no progress (no new token computed) at t={} ns "
+      "(running={}, "
+      "waiting={}, free blocks={} of {}, waiting head: {}); the configuration cannot make "
+      "progress",
+      steps, t_, sched_.num_running(), sched_.num_waiting(), kv.num_free_blocks(),
+      sched_.config().num_gpu_blocks - 1, head));
+}
+
+// vLLM EngineCore.step(): schedule, execute, update, strictly alternating.
+void ReplicaEngine::step_sync() {
+  const SchedulerOutput& out = sched_.schedule();
+  for (int64_t id : out.aborted_req_ids)
+    reject(static_cast<size_t>(id), RejectReason::OUTGREW_POOL);
+  if (out.total_num_scheduled_tokens == 0) {
+    // Only swap-outs of this step's victims can be pending: they still move data and time.
+    const int64_t swap_dt = account_swaps(out);
+    if (!out.swap_out.empty()) execute_batch(out);
+    sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
+    if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, t_, swap_dt);
+    advance_clock(swap_dt);
+    if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+    if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
+      Request* head = sched_.abort_waiting_head();
+      reject(static_cast<size_t>(head->request_id), RejectReason::NEVER_ADMITTABLE);
+      idle_steps_ = 0;
+      return;
+    }
+    if (++idle_steps_ >= livelock_limit_) livelock(idle_steps_);
+    return;
+  }
+  work_.clear();
+  for (const ScheduledRequest& s : out.scheduled) {
+    work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+  }
+  execute_batch(out);
+  const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
+  new_work_ = false;
+  on_step(out, t_);
+  log_row(out, t_, dt);
+  advance_clock(dt);
+  sched_.update_from_output();
+  const bool finished_any = after_update(out);
+  // Thrash guard: only recomputation (no new position, nothing finished) counts as no progress.
+  if (new_work_ || finished_any) {
+    idle_steps_ = 0;
+  } else if (++idle_steps_ >= livelock_limit_) {
+    livelock(idle_steps_);
+  }
+  if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+}
+
+// vLLM EngineCore.step_with_batch_queue() with AsyncScheduler (engine_core.h): batch k+1 is
+// scheduled before batch k is processed. Each queued batch keeps its end time; the GPU runs them
+// back to back (see the clock rules in replay.h).
+void ReplicaEngine::step_async() {
+  ReplaySummary& sum = summary_;
+  const EngineStep st = core_.step();
+  bool progress = false;
+  bool stalled = false;  // scheduled nothing while nothing runs: the head can never be admitted
+  if (st.scheduled != nullptr) {
+    const SchedulerOutput& out = *st.scheduled;
+    for (int64_t id : out.aborted_req_ids) {
+      reject(static_cast<size_t>(id), RejectReason::OUTGREW_POOL);
+    }
+    const int64_t start = std::max(t_, gpu_free_ns_);
+    int64_t dt = 0;
+    new_work_ = false;
+    if (out.total_num_scheduled_tokens > 0) {
+      work_.clear();
+      for (const ScheduledRequest& s : out.scheduled) {
+        work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+        if (s.num_output_placeholders > 0) {
+          sum.async_ahead_tokens += s.num_tokens;
+          sum.async_ahead_blocks += s.new_blocks_count;
+        }
+      }
+      execute_batch(out);
+      dt = step_time_.step_time_ns(work_);
+      on_step(out, start);
+      log_row(out, start, dt);
+    } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {
+      log_row(out, start, 0);
+    }
+    gpu_free_ns_ = batch_end(start, dt);
+    end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
+    progress = new_work_;
+    stalled = out.total_num_scheduled_tokens == 0 && out.preempted_req_ids.empty() &&
+              sched_.num_running() == 0 && sched_.num_waiting() > 0;
+  }
+  if (st.processed != nullptr) {
+    const SchedulerOutput& out = *st.processed;
+    t_ = std::max(t_, end_ns_[static_cast<size_t>(out.step_index % 2)]);
+    for (const ScheduledRequest& s : out.scheduled) {
+      if (!s.finished) continue;
+      sum.async_late_free_blocks += s.num_freed_blocks;
+      sum.async_late_free_requests += 1;
+    }
+    progress = after_update(out) || progress;
+  }
+  if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
+  if (stalled) {
+    // As in sync mode: nothing runs (so nothing holds KV) and the head still does not fit.
+    Request* head = sched_.abort_waiting_head();
+    reject(static_cast<size_t>(head->request_id), RejectReason::NEVER_ADMITTABLE);
+    idle_steps_ = 0;
+    return;
+  }
+  if (progress) {
+    idle_steps_ = 0;
+  } else if (++idle_steps_ >= livelock_limit_) {
+    livelock(idle_steps_);
+  }
+}
+
+int32_t ReplicaEngine::cached_prefix_tokens(const Request& r) const {
+  const SchedulerConfig& sc = sched_.config();
+  if (!sc.enable_prefix_caching || r.hash_block_size != sc.block_size || r.num_tokens() <= 0) {
+    return 0;
+  }
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  if (const KVCacheCoordinator* coord = kv.coordinator(); coord != nullptr) {
+    return static_cast<int32_t>(
+        coord->find_longest_cache_hit(r.block_hashes, int64_t{r.num_tokens()} - 1, probe_scratch_));
+  }
+  // The single full-attention lookup of KVCacheManager::get_computed_blocks, without its record.
+  const size_t max_blocks =
+      std::min(static_cast<size_t>((r.num_tokens() - 1) / sc.block_size), r.block_hashes.size());
+  size_t hits = 0;
+  while (hits < max_blocks && kv.block_pool().get_cached_block(r.block_hashes[hits])) ++hits;
+  return static_cast<int32_t>(hits) * sc.block_size;
+}
+
+void ReplicaEngine::finish() {
+  ReplaySummary& sum = summary_;
+  sum.sim_ns = t_;
+  if (!null_backend_) {
+    sum.verification = backend_.verify();
+    sum.backend_verified = true;
+  }
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  if (const KVCacheCoordinator* coord = kv.coordinator(); coord != nullptr) {
+    const KVCacheConfig& layout = sched_.config().kv_cache_config;
+    sum.kv_cache_groups.clear();
+    sum.window_blocks_freed = 0;
+    for (size_t g = 0; g < coord->num_groups(); ++g) {
+      KVCacheGroupSummary gs;
+      const KVCacheSpec& spec = coord->manager(g).kv_cache_spec();
+      gs.kind = std::string(to_string(spec.kind));
+      gs.window = spec.kind == KVCacheSpecKind::kSlidingWindow ? spec.sliding_window
+                                                               : spec.attention_chunk_size;
+      gs.num_layers = static_cast<int32_t>(layout.kv_cache_groups[g].layer_indices.size());
+      gs.blocks_freed_out_of_window = coord->manager(g).num_skipped_blocks_freed();
+      sum.window_blocks_freed += gs.blocks_freed_out_of_window;
+      sum.kv_cache_groups.push_back(std::move(gs));
+    }
+  }
+  sum.prefix_cache = kv.prefix_cache_stats();
+  sum.evictions = kv.block_pool().num_evictions();
+  derive_replay_summary(sums_, sum);
+  sum.latency = latency_.report();
+}
+
+}  // namespace kvsim
