@@ -11,6 +11,7 @@ void register_plan_command(CLI::App& app);
 void register_replay_command(CLI::App& app);
 void register_gen_command(CLI::App& app);
 void register_sweep_command(CLI::App& app);
+void register_size_command(CLI::App& app);
 
 // Exit status of the command that ran (0 unless a command sets it).
 void set_exit_code(int code);

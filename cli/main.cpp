@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   kvsim::cli::register_replay_command(app);
   kvsim::cli::register_gen_command(app);
   kvsim::cli::register_sweep_command(app);
+  kvsim::cli::register_size_command(app);
   kvsim::cli::apply_value_rules(app);
   kvsim::cli::install_interrupt_handlers();
   int status = 0;

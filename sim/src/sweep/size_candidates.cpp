@@ -1,0 +1,100 @@
+// kvsim size: the candidate grid (card x TP x KV dtype x block size x max_num_seqs).
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "kvsim/core/model_presets.h"
+#include "kvsim/core/planner.h"
+#include "kvsim/sim/sweep/size.h"
+
+namespace kvsim {
+namespace {
+
+template <typename T>
+void check_unique(const std::vector<T>& values, std::string_view flag) {
+  std::set<T> seen;
+  for (const T& v : values) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      if (!(v > 0)) {
+        throw std::invalid_argument(fmt::format("{}: values must be > 0, got {}", flag, v));
+      }
+    } else {
+      if (v.empty()) throw std::invalid_argument(fmt::format("{}: empty value", flag));
+    }
+    if (!seen.insert(v).second) {
+      throw std::invalid_argument(fmt::format("{}: value {} given twice", flag, v));
+    }
+  }
+}
+
+template <typename T>
+std::vector<std::optional<T>> axis_values(const std::vector<T>& values) {
+  if (values.empty()) return {std::nullopt};
+  return {values.begin(), values.end()};
+}
+
+}  // namespace
+
+std::string SizeCandidate::describe() const {
+  std::string s = fmt::format("{} tp={} kv={}", gpu, tensor_parallel_size, kv_cache_dtype);
+  if (block_size) s += fmt::format(" bs={}", *block_size);
+  if (max_num_seqs) s += fmt::format(" seqs={}", *max_num_seqs);
+  return s;
+}
+
+std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
+  if (axes.gpus.empty()) throw std::invalid_argument("--gpus: at least one GPU is required");
+  if (axes.tensor_parallel_sizes.empty()) {
+    throw std::invalid_argument("--tp: at least one tensor-parallel size is required");
+  }
+  // Canonical names first, so "H100-80G,h100-80g" is caught as a duplicate.
+  std::vector<std::string> gpus;
+  for (const std::string& name : axes.gpus) {
+    try {
+      gpus.push_back(find_gpu_preset(name).name);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
+    }
+  }
+  check_unique(gpus, "--gpus");
+  check_unique(axes.tensor_parallel_sizes, "--tp");
+  for (int32_t tp : axes.tensor_parallel_sizes) {
+    if (tp > kMaxTensorParallelSize) {
+      throw std::invalid_argument(fmt::format("--tp: {} is above the largest supported size {}", tp,
+                                              kMaxTensorParallelSize));
+    }
+  }
+  const std::vector<std::string> dtypes =
+      axes.kv_cache_dtypes.empty() ? std::vector<std::string>{"auto"} : axes.kv_cache_dtypes;
+  check_unique(dtypes, "--kv-cache-dtype");
+  check_unique(axes.block_sizes, "--block-sizes");
+  check_unique(axes.max_num_seqs, "--max-num-seqs");
+
+  std::vector<SizeCandidate> out;
+  for (const std::string& gpu : gpus) {
+    for (int32_t tp : axes.tensor_parallel_sizes) {
+      for (const std::string& dtype : dtypes) {
+        for (const auto& bs : axis_values(axes.block_sizes)) {
+          for (const auto& seqs : axis_values(axes.max_num_seqs)) {
+            SizeCandidate c;
+            c.index = static_cast<int64_t>(out.size());
+            c.gpu = gpu;
+            c.tensor_parallel_size = tp;
+            c.kv_cache_dtype = dtype;
+            c.block_size = bs;
+            c.max_num_seqs = seqs;
+            out.push_back(std::move(c));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace kvsim

@@ -1,0 +1,188 @@
+// kvsim size: the replica search per candidate, and the search over all candidates.
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "kvsim/sim/sweep/size.h"
+
+namespace kvsim {
+
+std::string_view to_string(SizeVerdict v) {
+  switch (v) {
+    case SizeVerdict::FEASIBLE:
+      return "feasible";
+    case SizeVerdict::SLO_UNREACHABLE:
+      return "slo_unreachable";
+    case SizeVerdict::DOES_NOT_FIT:
+      return "does_not_fit";
+    case SizeVerdict::INVALID:
+      return "invalid";
+  }
+  return "invalid";
+}
+
+const SizeTrial& ReplicaSearch::reported() const {
+  if (trials.empty()) throw std::logic_error("ReplicaSearch::reported: no trial was run");
+  if (replicas) {
+    for (const SizeTrial& t : trials) {
+      if (t.replicas == *replicas) return t;
+    }
+  }
+  return trials.back();
+}
+
+ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replicas) {
+  if (max_replicas < 1) {
+    throw std::invalid_argument(fmt::format("--max-replicas must be >= 1, got {}", max_replicas));
+  }
+  ReplicaSearch s;
+  const auto run = [&](int32_t n) {
+    SizeTrial t = trial(n);
+    t.replicas = n;  // the count asked for, whatever the trial wrote
+    s.trials.push_back(t);
+    return t.meets_slo;
+  };
+  // Exponential phase. Invariant: `lo` failed (0 = nothing below 1 to test), `hi` passed.
+  int32_t lo = 0;
+  int32_t hi = 0;
+  for (int32_t n = 1;; n = n > max_replicas / 2 ? max_replicas : 2 * n) {
+    if (run(n)) {
+      hi = n;
+      break;
+    }
+    lo = n;
+    if (n == max_replicas) return s;  // unreachable: the last trial is at max_replicas
+  }
+  // Binary phase between a verified failure and a verified pass. `hi` only ever moves to a count
+  // that passed, so the answer was verified even when the runner is not monotone.
+  while (hi - lo > 1) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    (run(mid) ? hi : lo) = mid;
+  }
+  s.replicas = hi;
+  return s;
+}
+
+namespace {
+
+SizeResult search_candidate(const SizeCandidate& c, const SizeRunner& runner,
+                            const PriceTable& prices, int32_t max_replicas) {
+  SizeResult r;
+  r.candidate = c;
+  const auto price = prices.find(c.gpu);
+  if (price == prices.end()) {
+    throw std::invalid_argument(
+        fmt::format("no price for GPU '{}' (give --gpu-price {}=USD)", c.gpu, c.gpu));
+  }
+  r.price_per_gpu_hour = price->second;
+  CandidateSetup setup = runner(c);
+  if (!setup.infeasible_reason.empty()) {
+    // Nothing was resolved: the configuration fields stay zero (SizeResult's invariant).
+    r.verdict = setup.does_not_fit ? SizeVerdict::DOES_NOT_FIT : SizeVerdict::INVALID;
+    r.reason = setup.infeasible_reason;
+    return r;
+  }
+  r.block_size = setup.block_size;
+  r.max_num_seqs = setup.max_num_seqs;
+  r.max_num_batched_tokens = setup.max_num_batched_tokens;
+  r.kv_cache_dtype = setup.kv_cache_dtype;
+  r.num_gpu_blocks = setup.num_gpu_blocks;
+  r.formula_max_concurrency = setup.formula_max_concurrency;
+  r.vllm_max_concurrency = setup.vllm_max_concurrency;
+  if (!setup.run) throw std::logic_error("SizeRunner returned a feasible setup without `run`");
+  ReplicaSearch s = search_min_replicas(setup.run, max_replicas);
+  r.reported = s.reported();
+  r.trials = std::move(s.trials);
+  if (s.replicas) {
+    r.verdict = SizeVerdict::FEASIBLE;
+    r.replicas = *s.replicas;
+  } else {
+    r.verdict = SizeVerdict::SLO_UNREACHABLE;
+    r.replicas = max_replicas;
+    r.reason = fmt::format("SLO unreachable at --max-replicas {}", max_replicas);
+  }
+  r.cost_per_hour = static_cast<double>(r.gpus()) * r.price_per_gpu_hour;
+  return r;
+}
+
+}  // namespace
+
+std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
+                                 const SizeRunner& runner, const PriceTable& prices,
+                                 const SizeSearchOptions& options) {
+  if (options.jobs < 1) {
+    throw std::invalid_argument(fmt::format("--jobs must be >= 1, got {}", options.jobs));
+  }
+  if (options.max_replicas < 1) {
+    throw std::invalid_argument(
+        fmt::format("--max-replicas must be >= 1, got {}", options.max_replicas));
+  }
+  std::vector<const SizeCandidate*> mine;
+  for (const SizeCandidate& c : candidates) {
+    if (options.shard.contains(c.index)) mine.push_back(&c);
+  }
+  std::vector<SizeResult> results(mine.size());
+  std::vector<std::exception_ptr> errors(mine.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  // As run_sweep: workers claim candidates in order and write only their own slot; after a
+  // failure nothing new starts, so the lowest failing candidate is always among the failures.
+  auto work = [&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t i = next.fetch_add(1);
+      if (i >= mine.size()) return;
+      try {
+        results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        stop.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  const size_t num_threads = std::min<size_t>(static_cast<size_t>(options.jobs), mine.size());
+  if (num_threads <= 1) {
+    work();
+  } else {
+    std::vector<std::jthread> threads;
+    threads.reserve(num_threads);
+    for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(work);
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!errors[i]) continue;
+    const std::string where =
+        fmt::format("size candidate {} ({})", mine[i]->index, mine[i]->describe());
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::invalid_argument& e) {
+      std::throw_with_nested(std::invalid_argument(fmt::format("{}: {}", where, e.what())));
+    } catch (const std::exception& e) {
+      std::throw_with_nested(std::runtime_error(fmt::format("{}: {}", where, e.what())));
+    } catch (...) {
+      std::throw_with_nested(std::runtime_error(where + ": unknown error"));
+    }
+  }
+  return results;
+}
+
+void rank_size_results(std::vector<SizeResult>& results) {
+  const auto key = [](const SizeResult& r) {
+    const bool f = r.feasible();
+    return std::make_tuple(static_cast<int>(r.verdict), f ? r.cost_per_hour : 0.0,
+                           f ? r.gpus() : int64_t{0}, f ? r.reported.ttft_p99_s : 0.0,
+                           r.candidate.index);
+  };
+  std::sort(results.begin(), results.end(),
+            [&](const SizeResult& a, const SizeResult& b) { return key(a) < key(b); });
+}
+
+}  // namespace kvsim
