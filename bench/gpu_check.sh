@@ -54,6 +54,12 @@ REPLAY_TRACE=traces/BurstGPT_1.head400.csv
 REPLAY_ARGS=(--max-requests 32 --arrival all-at-once --num-gpu-blocks-override 256
              --backend-max-layers 1 --preemption-mode swap --swap-space-gib 1 --step-time fixed:10
              --no-progress)
+# The hybrid layout (docs/cuda-backend.md): gpt-oss-20b's 12 KV cache tensors shared by its
+# full-attention and sliding-window groups (2 tensors kept), 32 requests at once on 768 blocks, so
+# window blocks are dropped and reused by the other group; verify() at the end.
+HYBRID_REPLAY_ARGS=(--model gpt-oss-20b --gpu h100-80g --max-model-len 4096 --max-requests 32
+                    --arrival all-at-once --num-gpu-blocks-override 768 --backend-max-layers 2
+                    --step-time fixed:10 --no-progress)
 
 log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$OUT/gpu_check.log"; }
 say() { echo "gpu_check: $*" | tee -a "$OUT/gpu_check.log"; }
@@ -291,41 +297,44 @@ else
   step bench_cuda "not run" "$t0" "bench_cuda_kernels not built"
 fi
 
-# run_replay BACKEND: one end-to-end replay, recorded as logs/replay_BACKEND.meta.json.
+# run_replay NAME BACKEND ARGS...: one end-to-end replay, recorded as logs/replay_NAME.meta.json.
 run_replay() {
-  local backend=$1 t0=$SECONDS
-  local meta=$LOGS/replay_$backend.meta.json report=$LOGS/replay_$backend.json
-  local err=$LOGS/replay_$backend.stderr.txt
-  local cmd=(kvsim replay "$REPLAY_TRACE" "${REPLAY_ARGS[@]}" --backend "$backend" --json "$report")
+  local name=$1 backend=$2 t0=$SECONDS
+  shift 2
+  local meta=$LOGS/replay_$name.meta.json report=$LOGS/replay_$name.json
+  local err=$LOGS/replay_$name.stderr.txt
+  local cmd=(kvsim replay "$@" --backend "$backend" --json "$report")
   replay_metas+=("$meta")
   log "end-to-end: ${cmd[*]}"
   if [ ! -x "$kvsim_bin" ]; then
     printf '{"backend": "%s", "command": "%s", "rc": null, "reason": "kvsim not built"}\n' \
       "$backend" "${cmd[*]}" >"$meta"
-    step "replay_$backend" "not run" "$t0" "kvsim not built"
+    step "replay_$name" "not run" "$t0" "kvsim not built"
     return
   fi
   local start=$SECONDS rc shown
   shown="${cmd[*]}"
   shown=${shown//$OUT\//}
-  run_step "replay_$backend" 90 "$err" "$kvsim_bin" "${cmd[@]:1}"
+  run_step "replay_$name" 90 "$err" "$kvsim_bin" "${cmd[@]:1}"
   rc=$?
   tail -5 "$err"
   printf '{"backend": "%s", "command": "%s", "rc": %d, "seconds": %d, "report_json": "%s", "stderr": "%s"}\n' \
     "$backend" "$shown" "$rc" "$((SECONDS - start))" "$report" "$err" >"$meta"
   if [ "$rc" -eq 0 ] && grep -q '"backend_verification_ok": true' "$report" 2>/dev/null; then
-    step "replay_$backend" ok "$t0" "verified"
+    step "replay_$name" ok "$t0" "verified"
   elif [ "$backend" = cuda ] && [ "$have_gpu" -eq 0 ]; then
-    step "replay_$backend" "no GPU" "$t0" "$(grep -i error "$err" | tail -1)"
+    step "replay_$name" "no GPU" "$t0" "$(grep -i error "$err" | tail -1)"
   else
-    step "replay_$backend" "$(status_of $rc)" "$t0" "$(tail -1 "$err")"
+    step "replay_$name" "$(status_of $rc)" "$t0" "$(tail -1 "$err")"
   fi
 }
 if command -v gzip >/dev/null && gzip -c "$REPLAY_TRACE" >"$LOGS/replay_trace.csv.gz"; then
   REPLAY_TRACE=$LOGS/replay_trace.csv.gz
 fi
-run_replay cuda
-run_replay host
+run_replay cuda cuda "$REPLAY_TRACE" "${REPLAY_ARGS[@]}"
+run_replay host host "$REPLAY_TRACE" "${REPLAY_ARGS[@]}"
+run_replay hybrid_cuda cuda "$REPLAY_TRACE" "${HYBRID_REPLAY_ARGS[@]}"
+run_replay hybrid_host host "$REPLAY_TRACE" "${HYBRID_REPLAY_ARGS[@]}"
 
 log "host twin benchmarks (for comparison; not judged)"
 t0=$SECONDS

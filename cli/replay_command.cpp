@@ -157,16 +157,10 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
 
   const std::unique_ptr<StepTimeModel> step_time =
       make_step_time_model(o.sched.step_time, in, plan);
-  KvBackendConfig bc;
-  bc.kind = parse_kv_backend_kind(o.backend);
-  bc.num_blocks = plan.num_gpu_blocks;
-  bc.block_size = sc.block_size;
-  bc.num_layers = static_cast<int32_t>(plan.num_layers);
-  bc.num_kv_heads = static_cast<int32_t>(plan.num_kv_heads_per_rank);
-  bc.head_dim = static_cast<int32_t>(plan.head_dim);
-  bc.dtype = parse_kv_dtype(plan.kv_cache_dtype);
-  bc.max_layers = o.backend_max_layers;
-  bc.host_swap_slots = sc.num_host_swap_slots;
+  // Shape, dtype and (hybrid models) the KV cache groups sharing the pool's tensors.
+  const KvBackendConfig bc = kv_backend_config_for(plan, parse_kv_backend_kind(o.backend),
+                                                   sc.block_size, sc.num_host_swap_slots,
+                                                   o.backend_max_layers);
   // The cluster engine builds its replicas' backends itself (one, with --replicas 1).
   const std::unique_ptr<KvBackend> backend = clustered ? nullptr : make_kv_backend(bc);
   // Last check before the run: every output path can be written.
@@ -213,7 +207,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   ctx.scheduler = sc;
   ctx.preemption_mode = o.preemption_mode;
   ctx.num_layers = plan.num_layers;
-  ctx.backend_layers = bc.pool_layout().num_layers;
+  ctx.backend_layers = bc.pool_model_layers();
 
   // The human report goes to stdout unless an output file already does.
   if (!outputs.uses_stdout()) {

@@ -649,13 +649,17 @@ Plan compute_plan(const PlanInputs& in) {
   const int64_t needed =
       checked_mul(p.bytes_per_block, p.blocks_per_request, "KV bytes of one max_model_len request");
   if (needed > available) {
+    // vLLM's estimate_max_model_len: the longest max_model_len whose request fits the blocks,
+    // every group counted (a window group's blocks stop growing at its cap).
+    const int64_t longest = hybrid_max_context(groups, p.max_in_flight_tokens, in.block_size,
+                                               p.num_gpu_blocks, /*streams=*/1);
     throw DoesNotFitError(fmt::format(
         "model '{}' does not fit on '{}': one request of max_model_len {} needs {} of KV cache "
         "({} blocks of {} tokens), the available KV cache memory is {} ({} blocks); the longest "
         "max_model_len that fits is {}",
         m.name, in.gpu.name, p.max_model_len, gib(static_cast<double>(needed)),
         p.blocks_per_request, in.block_size, gib(static_cast<double>(available)), p.num_gpu_blocks,
-        checked_mul(p.num_gpu_blocks, in.block_size, "tokens of the KV cache")));
+        longest));
   }
   // get_max_concurrency_for_kv_cache_config: N / num_block_per_request (for one full group this
   // is N / cdiv(L, bs)); the KV cache size line is int(max_concurrency * L).

@@ -37,6 +37,13 @@ std::vector<int32_t> KvBackendConfig::pool_group_num_layers() const {
   return layers;
 }
 
+int32_t KvBackendConfig::pool_model_layers() const {
+  if (group_num_layers.empty()) return pool_layout().num_layers;
+  int32_t total = 0;
+  for (int32_t n : pool_group_num_layers()) total += n;
+  return total;
+}
+
 KvBackendConfig kv_backend_config_for(const Plan& plan, KvBackendKind kind, int32_t block_size,
                                       int64_t host_swap_slots, int32_t max_layers) {
   KvBackendConfig bc;

@@ -179,9 +179,10 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   const SchedulerConfig& sc = rc.scheduler;
 
   const std::unique_ptr<StepTimeModel> step_time = make_step_time_model(sched.step_time, in, plan);
-  const std::unique_ptr<KvBackend> backend = make_kv_backend(
+  const KvBackendConfig bc =
       kv_backend_config_for(plan, parse_kv_backend_kind(o.backend), sc.block_size,
-                            sc.num_host_swap_slots, o.backend_max_layers));
+                            sc.num_host_swap_slots, o.backend_max_layers);
+  const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
 
   std::atomic<bool> stop{false};
   ReplayResult result = run_interruptible(
@@ -215,7 +216,7 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   ctx.scheduler = sc;
   ctx.preemption_mode = o.preemption_mode;
   ctx.num_layers = plan.num_layers;
-  ctx.backend_layers = bc.pool_layout().num_layers;
+  ctx.backend_layers = bc.pool_model_layers();
 
   const std::string json = replay_summary_json(result.summary, ctx).dump();
   const std::string report = format_replay_report(result.summary, ctx);

@@ -266,3 +266,34 @@ TEST(PlannerHybrid, LongestContextForNStreams) {
 
 }  // namespace
 }  // namespace kvsim
+
+namespace kvsim {
+namespace {
+
+// A pool too small for one max_model_len request: the error names the longest max_model_len that
+// fits with every group counted (vLLM's estimate_max_model_len), not blocks x block_size.
+TEST(PlannerHybrid, DoesNotFitNamesTheLongestHybridMaxModelLen) {
+  PlanInputs in;
+  in.model = find_model_preset("gpt-oss-20b");
+  in.gpu = find_gpu_preset("h100-80g");
+  in.num_gpu_blocks_override = 384;
+  in.max_model_len = 4096;
+  // Full group cdiv(S, 16) blocks + window group cdiv(min(127 + 2 * 8192, S), 16) + 1 <= 384.
+  try {
+    compute_plan(in);
+    FAIL() << "4096 tokens fit in 384 blocks of two groups";
+  } catch (const DoesNotFitError& e) {
+    EXPECT_NE(std::string(e.what()).find("513 blocks of 16 tokens"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("the longest max_model_len that fits is 3056"),
+              std::string::npos)
+        << e.what();
+  }
+  in.max_model_len = 3056;
+  EXPECT_NO_THROW(compute_plan(in));
+  in.max_model_len = 3057;
+  EXPECT_THROW(compute_plan(in), DoesNotFitError);
+}
+
+}  // namespace
+}  // namespace kvsim

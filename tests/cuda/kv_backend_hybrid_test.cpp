@@ -346,6 +346,8 @@ TEST(HybridKvBackend, ConfigFromAPlanSharesTensorsAcrossGroups) {
   KvBackendConfig capped = kv_backend_config_for(plan, KvBackendKind::kHost, 16, 0, 2);
   EXPECT_EQ(capped.pool_layout().num_layers, 2);
   EXPECT_EQ(capped.pool_group_num_layers(), (std::vector<int32_t>{2, 2}));
+  EXPECT_EQ(capped.pool_model_layers(), 4);
+  EXPECT_EQ(bc.pool_model_layers(), 24);
   // A full-attention model keeps one group and every layer.
   PlanInputs dense = in;
   dense.model = find_model_preset("qwen3-8b");

@@ -39,7 +39,10 @@ ReplayRequests make_replay_requests(const Trace& trace) {
   return out;
 }
 
-void check_replay_config(const ReplayConfig& config, const KvBackend& backend) {
+// Any backend replays any layout: a host/cuda backend built for the plan's KV cache groups
+// (kv_backend_config_for) takes the grouped batches of a hybrid layout, and refuses, per batch,
+// tables that do not match its own groups.
+void check_replay_config(const ReplayConfig& config, const KvBackend& /*backend*/) {
   if (config.livelock_steps < 0)
     throw std::invalid_argument("replay: livelock_steps must be >= 0 (0 = auto)");
   if (config.progress_every_steps < 1) {
@@ -51,16 +54,6 @@ void check_replay_config(const ReplayConfig& config, const KvBackend& backend) {
   if (!(config.swap_bandwidth_bytes_per_s > 0)) {
     throw std::invalid_argument(fmt::format("replay: swap bandwidth must be > 0 bytes/s (got {})",
                                             config.swap_bandwidth_bytes_per_s));
-  }
-  const auto& groups = config.scheduler.kv_cache_config.kv_cache_groups;
-  const bool hybrid =
-      groups.size() > 1 ||
-      (groups.size() == 1 && groups[0].kv_cache_spec.kind != KVCacheSpecKind::kFullAttention);
-  if (hybrid && dynamic_cast<const NullKvBackend*>(&backend) == nullptr) {
-    throw std::invalid_argument(fmt::format(
-        "replay: the {} KV backend models one full-attention group; this model's hybrid KV "
-        "layout ({} groups) replays with the null backend only",
-        backend.name(), groups.size()));
   }
 }
 

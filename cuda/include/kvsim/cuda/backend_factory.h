@@ -47,6 +47,9 @@ struct KvBackendConfig {
   KvCacheLayout pool_layout() const;
   // group_num_layers capped by max_layers.
   std::vector<int32_t> pool_group_num_layers() const;
+  // Model layers whose KV the pool holds: its layers, or for grouped layouts the sum over groups
+  // (gpt-oss-20b with max_layers 2: 2 tensors, 4 of its 24 layers).
+  int32_t pool_model_layers() const;
 };
 
 // The config for a planned pool (`kvsim replay`, the Python package): N, shape and dtype from the

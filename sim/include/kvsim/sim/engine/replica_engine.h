@@ -49,7 +49,7 @@ struct ReplayRequests {
 ReplayRequests make_replay_requests(const Trace& trace);
 
 // What run_replay refuses before it starts (std::invalid_argument): negative livelock_steps,
-// progress_every_steps < 1, a bad swap setting, a hybrid layout on a non-null backend.
+// progress_every_steps < 1, a bad swap setting.
 void check_replay_config(const ReplayConfig& config, const KvBackend& backend);
 
 // Per-step running sums of one replica, kept raw so that replicas can be pooled (a cluster's
