@@ -21,7 +21,7 @@ struct ClusterOptions {
   uint64_t router_seed = 0;
   int64_t admission_max_waiting_requests = 0;
   int64_t admission_max_waiting_tokens = 0;
-  int32_t affinity_prefix_blocks = 4;
+  int32_t affinity_prefix_blocks = 64;
   double affinity_load_factor = 1.25;
   double kv_aware_load_weight = 1.0;
   std::optional<double> slo_ttft_p99;

@@ -89,8 +89,10 @@ struct ClusterConfig {
   // PREFIX_AFFINITY: hash of the first `affinity_prefix_blocks` blocks of the prompt; bounded
   // load: a replica may hold at most ceil(affinity_load_factor * mean outstanding) requests
   // before the request walks to the next replica on the ring (consistent hashing with bounded
-  // loads).
-  int32_t affinity_prefix_blocks = 4;
+  // loads). 64 blocks (1024 tokens at block size 16): a key must reach past a prompt template
+  // shared by every request (the Mooncake trace's first 512 tokens) to tell conversations apart;
+  // a prompt with fewer full blocks is keyed on all of them (docs/cluster.md).
+  int32_t affinity_prefix_blocks = 64;
   double affinity_load_factor = 1.25;
   // KV_AWARE: score = cached_prefix_tokens / prompt_tokens - kv_aware_load_weight * load, load =
   // outstanding / max outstanding over replicas; highest score wins, lowest index on ties.
