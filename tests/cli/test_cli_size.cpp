@@ -135,7 +135,7 @@ TEST_F(CliSize, JobsAndShardsGiveIdenticalFiles) {
   const CliRun miss =
       run_kvsim(cat({"size --merge ", path("shard0.json"), " ", path("shard1.json"), " -q"}));
   EXPECT_EQ(miss.status, 2);
-  EXPECT_NE(miss.out.find("the shards hold 6 of 8 candidates (candidate 2 is missing"),
+  EXPECT_NE(miss.out.find("the shards hold 6 of 8 candidates (candidate 4 is missing"),
             std::string::npos)
       << miss.out;
   // A shard of another search (different SLO) is refused.

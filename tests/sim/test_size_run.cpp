@@ -100,7 +100,10 @@ TEST(SizeCandidates, GridOrderAndCanonicalNames) {
   EXPECT_EQ(c[0].describe(), "l40s tp=1 kv=auto");
   EXPECT_EQ(c[1].describe(), "l40s tp=1 kv=fp8");
   EXPECT_EQ(c[6].gpu, "h100-80g");  // canonical lower-case name
-  for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i].index, static_cast<int64_t>(i));
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].index, static_cast<int64_t>(i));
+    EXPECT_EQ(c[i].group, static_cast<int64_t>(i / 2));  // (gpu, TP) pairs; 2 dtypes each
+  }
   SizeAxes a = three_cards();
   a.block_sizes = {16, 32};
   a.max_num_seqs = {64, 128};
@@ -314,8 +317,8 @@ TEST(SizeReport, MergeRefusesMissingDuplicateAndForeignShards) {
     return std::string("no error");
   };
   EXPECT_EQ(error({{"a.json", s0}}),
-            "--merge: the shards hold 9 of 18 candidates (candidate 1 is missing: a shard was not "
-            "given or did not finish)");
+            "--merge: the shards hold 10 of 18 candidates (candidate 2 is missing: a shard was "
+            "not given or did not finish)");
   EXPECT_NE(error({{"a.json", s0}, {"b.json", s0}}).find("appears in more than one shard"),
             std::string::npos);
   SizeReportContext other = ctx;

@@ -123,6 +123,63 @@ TEST(SizeSearch, NonMonotoneAnswerIsAlwaysVerified) {
   }
 }
 
+TEST(SizeSearch, WarmStartFromARightGuessCostsTwoProbes) {
+  FakeTrial f{[](int32_t n) { return n >= 11; }, {}};
+  const ReplicaSearch s = search_min_replicas(f.trial(), 64, 11);
+  EXPECT_EQ(f.asked, (std::vector<int32_t>{11, 10}));
+  EXPECT_EQ(*s.replicas, 11);
+}
+
+TEST(SizeSearch, WarmStartGallopsDownAndUp) {
+  // Too high: 40 passes, 39, 37, 33, 25 pass, 9 fails; bisect 9..25.
+  FakeTrial down{[](int32_t n) { return n >= 11; }, {}};
+  EXPECT_EQ(*search_min_replicas(down.trial(), 64, 40).replicas, 11);
+  EXPECT_EQ(down.asked, (std::vector<int32_t>{40, 39, 37, 33, 25, 9, 17, 13, 11, 10}));
+  // Too low: 5 fails, 6, 8 fail, 12 passes; bisect 8..12.
+  FakeTrial up{[](int32_t n) { return n >= 11; }, {}};
+  EXPECT_EQ(*search_min_replicas(up.trial(), 64, 5).replicas, 11);
+  EXPECT_EQ(up.asked, (std::vector<int32_t>{5, 6, 8, 12, 10, 11}));
+  // Down to 1.
+  FakeTrial one{[](int32_t) { return true; }, {}};
+  EXPECT_EQ(*search_min_replicas(one.trial(), 64, 6).replicas, 1);
+  EXPECT_EQ(one.asked, (std::vector<int32_t>{6, 5, 3, 1}));
+  // A guess at max_replicas that fails: unreachable after one probe.
+  FakeTrial never{[](int32_t) { return false; }, {}};
+  EXPECT_FALSE(search_min_replicas(never.trial(), 64, 64).replicas);
+  EXPECT_EQ(never.asked, (std::vector<int32_t>{64}));
+  EXPECT_THROW(search_min_replicas(never.trial(), 64, 0), std::invalid_argument);
+  EXPECT_THROW(search_min_replicas(never.trial(), 64, 65), std::invalid_argument);
+}
+
+TEST(SizeSearch, MonotoneWarmStartFindsTheMinimumFromAnyGuess) {
+  for (int32_t need = 1; need <= 20; ++need) {
+    for (int32_t guess = 1; guess <= 16; ++guess) {
+      FakeTrial f{[need](int32_t n) { return n >= need; }, {}};
+      const ReplicaSearch s = search_min_replicas(f.trial(), 16, guess);
+      if (need > 16) {
+        EXPECT_FALSE(s.replicas);
+      } else {
+        EXPECT_EQ(s.replicas.value_or(-1), need) << need << " " << guess;
+      }
+    }
+  }
+}
+
+TEST(SizeSearch, NonMonotoneWarmStartAnswerIsAlwaysVerified) {
+  for (uint32_t mask = 0; mask < 256; ++mask) {
+    for (int32_t guess = 1; guess <= 8; ++guess) {
+      FakeTrial m{[mask](int32_t n) { return ((mask >> (n - 1)) & 1u) != 0; }, {}};
+      const ReplicaSearch r = search_min_replicas(m.trial(), 8, guess);
+      if (r.replicas) {
+        EXPECT_TRUE((mask >> (*r.replicas - 1)) & 1u) << mask << " " << guess;
+        EXPECT_TRUE(r.reported().meets_slo);
+      } else {
+        EXPECT_FALSE((mask >> 7) & 1u) << mask << " " << guess;  // max_replicas was probed
+      }
+    }
+  }
+}
+
 TEST(SizeSearch, TrialErrorsPropagate) {
   const ReplicaTrial boom = [](int32_t n) -> SizeTrial {
     if (n == 4) throw std::runtime_error("replay failed");

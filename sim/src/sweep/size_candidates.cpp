@@ -76,6 +76,7 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
   check_unique(axes.max_num_seqs, "--max-num-seqs");
 
   std::vector<SizeCandidate> out;
+  int64_t group = 0;
   for (const std::string& gpu : gpus) {
     for (int32_t tp : axes.tensor_parallel_sizes) {
       for (const std::string& dtype : dtypes) {
@@ -83,6 +84,7 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
           for (const auto& seqs : axis_values(axes.max_num_seqs)) {
             SizeCandidate c;
             c.index = static_cast<int64_t>(out.size());
+            c.group = group;
             c.gpu = gpu;
             c.tensor_parallel_size = tp;
             c.kv_cache_dtype = dtype;
@@ -92,6 +94,7 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
           }
         }
       }
+      ++group;
     }
   }
   return out;

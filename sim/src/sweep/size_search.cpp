@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -39,9 +40,13 @@ const SizeTrial& ReplicaSearch::reported() const {
   return trials.back();
 }
 
-ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replicas) {
+ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replicas, int32_t guess) {
   if (max_replicas < 1) {
     throw std::invalid_argument(fmt::format("--max-replicas must be >= 1, got {}", max_replicas));
+  }
+  if (guess < 1 || guess > max_replicas) {
+    throw std::invalid_argument(
+        fmt::format("replica search: guess {} outside [1, {}]", guess, max_replicas));
   }
   ReplicaSearch s;
   const auto run = [&](int32_t n) {
@@ -50,16 +55,36 @@ ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replica
     s.trials.push_back(t);
     return t.meets_slo;
   };
-  // Exponential phase. Invariant: `lo` failed (0 = nothing below 1 to test), `hi` passed.
+  // The next gallop step: doubled, never past what int32 and max_replicas allow.
+  const auto grow = [max_replicas](int32_t step) {
+    return step > max_replicas / 2 ? max_replicas : 2 * step;
+  };
+  // Invariant: `lo` failed (0 = no failing count known below hi), `hi` passed.
   int32_t lo = 0;
   int32_t hi = 0;
-  for (int32_t n = 1;; n = n > max_replicas / 2 ? max_replicas : 2 * n) {
-    if (run(n)) {
+  if (run(guess)) {
+    hi = guess;
+    // Gallop down: hi - 1, hi - 2, hi - 4, ... (not below 1) until one fails.
+    for (int32_t step = 1; hi > 1; step = grow(step)) {
+      const int32_t n = hi - std::min(step, hi - 1);
+      if (!run(n)) {
+        lo = n;
+        break;
+      }
       hi = n;
-      break;
     }
-    lo = n;
-    if (n == max_replicas) return s;  // unreachable: the last trial is at max_replicas
+  } else {
+    lo = guess;
+    // Gallop up: lo + 1, lo + 2, lo + 4, ... (capped at max_replicas) until one passes.
+    for (int32_t step = 1;; step = grow(step)) {
+      if (lo == max_replicas) return s;  // unreachable: the last trial is at max_replicas
+      const int32_t n = lo + std::min(step, max_replicas - lo);
+      if (run(n)) {
+        hi = n;
+        break;
+      }
+      lo = n;
+    }
   }
   // Binary phase between a verified failure and a verified pass. `hi` only ever moves to a count
   // that passed, so the answer was verified even when the runner is not monotone.
@@ -74,7 +99,7 @@ ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replica
 namespace {
 
 SizeResult search_candidate(const SizeCandidate& c, const SizeRunner& runner,
-                            const PriceTable& prices, int32_t max_replicas) {
+                            const PriceTable& prices, int32_t max_replicas, int32_t guess) {
   SizeResult r;
   r.candidate = c;
   const auto price = prices.find(c.gpu);
@@ -98,7 +123,7 @@ SizeResult search_candidate(const SizeCandidate& c, const SizeRunner& runner,
   r.formula_max_concurrency = setup.formula_max_concurrency;
   r.vllm_max_concurrency = setup.vllm_max_concurrency;
   if (!setup.run) throw std::logic_error("SizeRunner returned a feasible setup without `run`");
-  ReplicaSearch s = search_min_replicas(setup.run, max_replicas);
+  ReplicaSearch s = search_min_replicas(setup.run, max_replicas, guess);
   r.reported = s.reported();
   r.trials = std::move(s.trials);
   if (s.replicas) {
@@ -127,27 +152,40 @@ std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
   }
   std::vector<const SizeCandidate*> mine;
   for (const SizeCandidate& c : candidates) {
-    if (options.shard.contains(c.index)) mine.push_back(&c);
+    if (options.shard.contains(c.group)) mine.push_back(&c);
+  }
+  // Work units: runs of consecutive candidates of one group, [begin, end) into `mine`.
+  std::vector<std::pair<size_t, size_t>> units;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (i == 0 || mine[i]->group != mine[i - 1]->group) units.emplace_back(i, i);
+    units.back().second = i + 1;
   }
   std::vector<SizeResult> results(mine.size());
   std::vector<std::exception_ptr> errors(mine.size());
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
-  // As run_sweep: workers claim candidates in order and write only their own slot; after a
-  // failure nothing new starts, so the lowest failing candidate is always among the failures.
+  // As run_sweep: workers claim groups in order and write only their own slots; a claimed group
+  // runs to its end or its own failure, and after a failure no new group starts, so the lowest
+  // failing candidate is always among the failures. Within a group, each search starts from the
+  // last answer (the same on any thread: jobs-independent).
   auto work = [&] {
     while (!stop.load(std::memory_order_relaxed)) {
-      const size_t i = next.fetch_add(1);
-      if (i >= mine.size()) return;
-      try {
-        results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        stop.store(true, std::memory_order_relaxed);
+      const size_t u = next.fetch_add(1);
+      if (u >= units.size()) return;
+      int32_t guess = 1;
+      for (size_t i = units[u].first; i < units[u].second; ++i) {
+        try {
+          results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas, guess);
+          if (!results[i].trials.empty()) guess = results[i].replicas;
+        } catch (...) {
+          errors[i] = std::current_exception();
+          stop.store(true, std::memory_order_relaxed);
+          return;
+        }
       }
     }
   };
-  const size_t num_threads = std::min<size_t>(static_cast<size_t>(options.jobs), mine.size());
+  const size_t num_threads = std::min<size_t>(static_cast<size_t>(options.jobs), units.size());
   if (num_threads <= 1) {
     work();
   } else {

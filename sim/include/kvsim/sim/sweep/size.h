@@ -6,9 +6,17 @@
 // from a replica count to that replay's SLO verdict. The search below only calls the trial; the
 // real one (size_replay.h) runs a cluster replay, tests pass deterministic fakes.
 //
-// Replica search (search_min_replicas): probe N = 1, 2, 4, ... (capped at max_replicas) until a
-// probe meets the SLO, then bisect between the last failing and the first passing probe. Its
-// result is always a count whose trial was actually run and met the SLO.
+// Replica search (search_min_replicas): probe a first count (1, or a guess), gallop away from it
+// (up by 1, 2, 4, ... while probes fail, capped at max_replicas; down by 1, 2, 4, ... while they
+// pass) until a failing and a passing count bracket the answer, then bisect between them. From
+// 1 that is N = 1, 2, 4, 8, ... then binary. Its result is always a count whose trial was
+// actually run and met the SLO.
+//
+// Warm start: run_size searches the candidates of one (card, TP) group in candidate order on one
+// thread, each starting from the previous candidate's answer (KV dtype, block size and
+// max_num_seqs rarely move it by much): with a right guess a candidate costs one passing replay
+// and one failing (early-stopped) one instead of about 2 log2(N). Failing probes stop early;
+// passing ones run the whole trace, so the passing probes are what a search costs.
 //
 // Monotonicity assumption: the search finds the *minimum* only if "N replicas meet the SLO"
 // implies "N + 1 replicas meet it". That holds for a deterministic router that spreads load
@@ -51,9 +59,12 @@ struct SizeAxes {
 };
 
 // One candidate configuration. `index` is its position in candidate order (0-based, dense):
-// gpu outermost, then TP, KV dtype, block size, max_num_seqs innermost.
+// gpu outermost, then TP, KV dtype, block size, max_num_seqs innermost. `group` numbers the
+// (gpu, TP) pairs in the same order (0-based, dense; a group's indices are contiguous): the unit
+// of warm starts, threads and shards.
 struct SizeCandidate {
   int64_t index = 0;
+  int64_t group = 0;
   std::string gpu;  // the preset's canonical (lower-case) name
   int32_t tensor_parallel_size = 1;
   std::string kv_cache_dtype = "auto";  // as given
@@ -95,9 +106,11 @@ struct ReplicaSearch {
   const SizeTrial& reported() const;
 };
 
-// The exponential-then-binary search described at the top. Throws std::invalid_argument for
-// max_replicas < 1, and what `trial` throws.
-ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replicas);
+// The galloping-then-binary search described at the top, starting at `guess`. Throws
+// std::invalid_argument for max_replicas < 1 or a guess outside [1, max_replicas], and what
+// `trial` throws.
+ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replicas,
+                                  int32_t guess = 1);
 
 // What planning one candidate gave. When it fits, `run` replays it; the other fields are the
 // configuration it resolved to (vLLM defaults filled in).
@@ -176,12 +189,15 @@ struct SizeResult {
 struct SizeSearchOptions {
   int32_t max_replicas = 64;
   int32_t jobs = 1;
-  ShardSpec shard;
+  ShardSpec shard;  // selects groups: group % count == index
 };
 
-// Plans and searches every candidate of `shard` with `jobs` threads; results come back in
-// candidate order (independent of jobs). Every candidate's GPU must have a price. A runner error
-// is rethrown as run_sweep does (lowest candidate index, "size candidate I (description): ...").
+// Plans and searches every candidate of the groups in `shard` with `jobs` threads (one group at
+// a time per thread, its candidates in order, each warm-started from the previous feasible or
+// unreachable answer of the group; the first from 1). Results come back in candidate order and
+// depend neither on jobs nor on sharding (a group never spans shards). Every candidate's GPU
+// must have a price. A runner error is rethrown as run_sweep does (lowest candidate index,
+// "size candidate I (description): ...").
 std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
                                  const SizeRunner& runner, const PriceTable& prices,
                                  const SizeSearchOptions& options);
