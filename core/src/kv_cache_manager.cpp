@@ -97,7 +97,7 @@ int32_t KVCacheManager::get_num_blocks_to_allocate(const RequestBlocks& st, int6
   return static_cast<int32_t>(k);
 }
 
-std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots(
+std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots_general(
     Request& request, const AllocateSlotsArgs& args) {
   if (args.num_new_tokens <= 0) {
     throw std::invalid_argument(fmt::format("allocate_slots: request {} asks for {} new tokens",
@@ -114,14 +114,14 @@ std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots(
       (request.status == RequestStatus::WAITING || request.status == RequestStatus::PREEMPTED);
   const int64_t wm = pays_watermark ? watermark_blocks_ : 0;
   const int64_t free = block_pool_.get_num_free_blocks();
+  const int64_t main_tokens = total + args.num_new_tokens;
+  const int64_t need_slots = std::min(main_tokens + args.num_lookahead_tokens, L);
 
   if (args.full_sequence_must_fit) {
     const int64_t need_full = get_num_blocks_to_allocate(
         st, std::min<int64_t>(request.num_tokens(), L), args.new_computed_blocks);
     if (need_full + wm > free) return std::nullopt;
   }
-  const int64_t main_tokens = total + args.num_new_tokens;
-  const int64_t need_slots = std::min(main_tokens + args.num_lookahead_tokens, L);
   const int64_t k = get_num_blocks_to_allocate(st, need_slots, args.new_computed_blocks);
   if (k + wm > free) return std::nullopt;
 
@@ -156,21 +156,27 @@ std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots(
     st.held_tokens = static_cast<int32_t>(held);
   }
   if (config_.enable_caching) {
-    cache_blocks(request, st, std::min<int64_t>(main_tokens, request.num_tokens()));
+    cache_blocks_held(request, st, std::min<int64_t>(main_tokens, request.num_tokens()));
   }
   return std::span<const BlockId>(new_blocks_);
 }
 
-void KVCacheManager::cache_blocks(const Request& request, RequestBlocks& st, int64_t num_tokens) {
+void KVCacheManager::cache_blocks_held(const Request& request, RequestBlocks& st,
+                                       int64_t num_tokens) {
+  if (coordinator_) {
+    coordinator_->cache_blocks(request, num_tokens);
+    return;
+  }
   if (request.hash_block_size == 0) return;
   if (request.hash_block_size != config_.block_size) {
     throw std::logic_error(
         fmt::format("cache_blocks: request {} hashes {}-token blocks, pool uses {}",
                     request.request_id, request.hash_block_size, config_.block_size));
   }
-  const int64_t full = num_tokens / config_.block_size;
   const int64_t start = std::max(st.num_cached_block, 0);
-  if (full <= start) return;
+  // Most calls complete no block: decide that with a multiplication, not the division below.
+  if (num_tokens < (start + 1) * config_.block_size) return;
+  const int64_t full = num_tokens / config_.block_size;
   if (static_cast<int64_t>(request.block_hashes.size()) < full ||
       static_cast<int64_t>(st.blocks.size()) < full) {
     throw std::logic_error(
@@ -182,20 +188,6 @@ void KVCacheManager::cache_blocks(const Request& request, RequestBlocks& st, int
       std::span<const BlockHash>(request.block_hashes.data() + start,
                                  static_cast<size_t>(full - start)));
   st.num_cached_block = static_cast<int32_t>(full);
-}
-
-void KVCacheManager::cache_blocks(const Request& request, int64_t num_tokens) {
-  if (!config_.enable_caching || request.request_id < 0 ||
-      static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
-    return;
-  }
-  RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
-  if (!st.live) return;
-  if (coordinator_) {
-    coordinator_->cache_blocks(request, num_tokens);
-    return;
-  }
-  cache_blocks(request, st, num_tokens);
 }
 
 void KVCacheManager::free(const Request& request) {

@@ -3,7 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-
+#include <climits>
 #include <stdexcept>
 
 #include "kvsim/core/block_hash.h"
@@ -20,11 +20,6 @@ void Request::enable_block_hashing(int32_t block_size) {
   const int64_t expected = (int64_t{num_prompt_tokens} + max_tokens) / block_size + 1;
   block_hashes.reserve(static_cast<size_t>(std::min<int64_t>(expected, 4096)));
   update_block_hashes();
-}
-
-void Request::append_output_tokens(int32_t n) {
-  num_output_tokens += n;
-  if (hash_block_size > 0) update_block_hashes();
 }
 
 void Request::update_block_hashes() {
@@ -56,6 +51,8 @@ void Request::update_block_hashes() {
     }
     block_hashes.push_back(h);
   }
+  const int64_t next = (static_cast<int64_t>(block_hashes.size()) + 1) * bs;
+  next_block_hash_tokens = static_cast<int32_t>(std::min<int64_t>(next, INT32_MAX));
 }
 
 }  // namespace kvsim

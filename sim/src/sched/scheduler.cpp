@@ -171,7 +171,10 @@ void Scheduler::add_request(Request* r) {
 
 ScheduledRequest& Scheduler::add_scheduled(Request& r, int32_t n,
                                            std::span<const BlockId> new_blocks) {
-  ScheduledRequest s;
+  // Filled in place: a stack temporary copied into the vector costs a store-forwarding stall per
+  // field (narrow stores read back as wide loads), and this runs for every request every step.
+  const auto index = static_cast<int32_t>(output_->scheduled.size());
+  ScheduledRequest& s = output_->scheduled.emplace_back();
   s.request_id = r.request_id;
   s.num_tokens = n;
   s.num_computed_tokens = r.num_computed_tokens;
@@ -195,10 +198,12 @@ ScheduledRequest& Scheduler::add_scheduled(Request& r, int32_t n,
     }
   }
   output_->new_block_ids.insert(output_->new_block_ids.end(), new_blocks.begin(), new_blocks.end());
-  scheduled_index_[static_cast<size_t>(r.request_id)] =
-      static_cast<int32_t>(output_->scheduled.size());
-  output_->scheduled.push_back(s);
-  return output_->scheduled.back();
+  // Only the PRIORITY victim search reads it (FCFS victims come from the back of running, which
+  // this step has not scheduled yet).
+  if (config_.policy == SchedulingPolicy::PRIORITY) {
+    scheduled_index_[static_cast<size_t>(r.request_id)] = index;
+  }
+  return s;
 }
 
 void Scheduler::unschedule(size_t idx, int64_t& token_budget) {
@@ -442,8 +447,9 @@ const SchedulerOutput& Scheduler::schedule() {
 
   // vLLM _update_after_schedule: the scheduled tokens count as computed from now on; a request
   // that is no longer a prefill chunk samples a token, which async mode counts as a placeholder.
+  const bool priority = config_.policy == SchedulingPolicy::PRIORITY;
   for (ScheduledRequest& s : output_->scheduled) {
-    scheduled_index_[static_cast<size_t>(s.request_id)] = -1;
+    if (priority) scheduled_index_[static_cast<size_t>(s.request_id)] = -1;
     Request* r = by_id_[static_cast<size_t>(s.request_id)];
     r->num_computed_tokens += s.num_tokens;
     r->num_in_flight_tokens += s.num_tokens;

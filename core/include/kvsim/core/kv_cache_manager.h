@@ -27,6 +27,7 @@
 // Coordinated layouts check the coordinator's C1..C3 instead of M2..M4 (M5 summed over groups).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -110,13 +111,30 @@ class KVCacheManager {
   // Returns the newly allocated blocks (valid until the next call; coordinated layouts: all
   // groups' new blocks in group order, see new_block_group_ends()) or nullopt when the request
   // does not fit. Hashes (caches) full blocks up to min(total + n, num_tokens) on success.
+  // Inline: the common decode step (a running request whose new slots fit the blocks it holds,
+  // no prefix hits) allocates nothing and only updates counters; see allocate_slots_fits().
   std::optional<std::span<const BlockId>> allocate_slots(Request& request,
-                                                         const AllocateSlotsArgs& args);
+                                                         const AllocateSlotsArgs& args) {
+    if (RequestBlocks* st = fits_held_blocks(request, args); st != nullptr) {
+      return allocate_slots_fits(request, args, *st);
+    }
+    return allocate_slots_general(request, args);
+  }
 
   // Registers the hashes of the request's full blocks among its first `num_tokens` tokens that
   // are not cached yet (vLLM: KVCacheManager.cache_blocks; no-op with caching off or for a
   // request holding no blocks). Async scheduling calls it when a sampled token arrives.
-  void cache_blocks(const Request& request, int64_t num_tokens);
+  // Inline early-out: on the single path most calls complete no block.
+  void cache_blocks(const Request& request, int64_t num_tokens) {
+    if (!config_.enable_caching || request.request_id < 0 ||
+        static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
+      return;
+    }
+    RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+    if (!st.live) return;
+    if (!coordinator_ && !completes_a_cached_block(st, num_tokens)) return;
+    cache_blocks_held(request, st, num_tokens);
+  }
 
   // Frees the request's blocks in reverse order and forgets it. No-op for unknown ids.
   void free(const Request& request);
@@ -166,9 +184,56 @@ class KVCacheManager {
     bool live = false;
   };
   RequestBlocks& state_for(int64_t request_id);
+  // The single path's fast case of allocate_slots(): the request is RUNNING and live, has no new
+  // prefix hits, skips the admission gate, and its slots fit its table, so
+  // get_num_blocks_to_allocate() is 0 and nothing is allocated (exactly when the general path
+  // would allocate no block). Returns its state then, else nullptr.
+  RequestBlocks* fits_held_blocks(const Request& request, const AllocateSlotsArgs& args) {
+    if (coordinator_ || request.status != RequestStatus::RUNNING || args.num_new_tokens <= 0 ||
+        !args.new_computed_blocks.empty() || args.full_sequence_must_fit ||
+        request.request_id < 0 ||
+        static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
+      return nullptr;
+    }
+    RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+    if (!st.live) return nullptr;
+    const int64_t need_slots = std::min(main_tokens(request, args) + args.num_lookahead_tokens,
+                                        int64_t{config_.max_model_len});
+    return need_slots <= static_cast<int64_t>(st.blocks.size()) * config_.block_size ? &st
+                                                                                     : nullptr;
+  }
+  // Tokens the request holds after this allocation: min(computed + hits, L) + new tokens.
+  int64_t main_tokens(const Request& request, const AllocateSlotsArgs& args) const {
+    return std::min(int64_t{request.num_computed_tokens} + args.num_new_computed_tokens,
+                    int64_t{config_.max_model_len}) +
+           args.num_new_tokens;
+  }
+  std::span<const BlockId> allocate_slots_fits(const Request& request,
+                                               const AllocateSlotsArgs& args, RequestBlocks& st) {
+    const int64_t main = main_tokens(request, args);
+    const int64_t held = std::min(main, int64_t{config_.max_model_len});
+    if (held > st.held_tokens) {
+      total_held_tokens_ += held - st.held_tokens;
+      st.held_tokens = static_cast<int32_t>(held);
+    }
+    const int64_t cached = std::min<int64_t>(main, request.num_tokens());
+    if (config_.enable_caching && completes_a_cached_block(st, cached)) {
+      cache_blocks_held(request, st, cached);
+    }
+    new_blocks_.clear();
+    return new_blocks_;
+  }
+  std::optional<std::span<const BlockId>> allocate_slots_general(Request& request,
+                                                                 const AllocateSlotsArgs& args);
+  // Whether the first num_tokens tokens fill a block past the ones already cached: a
+  // multiplication instead of the division in cache_blocks_held().
+  bool completes_a_cached_block(const RequestBlocks& st, int64_t num_tokens) const {
+    return num_tokens >= (int64_t{std::max(st.num_cached_block, 0)} + 1) * config_.block_size;
+  }
+  // cache_blocks() of a live request (either path).
+  void cache_blocks_held(const Request& request, RequestBlocks& st, int64_t num_tokens);
   int32_t get_num_blocks_to_allocate(const RequestBlocks& st, int64_t num_tokens,
                                      std::span<const BlockId> hits) const;
-  void cache_blocks(const Request& request, RequestBlocks& st, int64_t num_tokens);
   void record_lookup(const Request& request, int32_t num_hit_tokens);
   std::optional<std::span<const BlockId>> allocate_slots_coordinated(Request& request,
                                                                      const AllocateSlotsArgs& args);

@@ -9,9 +9,11 @@
 //     step the scheduler may have scheduled tokens beyond num_tokens() only for the sampled token
 //     of a finished prefill; in async mode a decode is scheduled at the position of its
 //     still-unsampled token).
-//   * block_hashes.size() == num_tokens() / hash_block_size when hashing is enabled, else 0.
+//   * block_hashes.size() == num_tokens() / hash_block_size when hashing is enabled, else 0;
+//     next_block_hash_tokens == (block_hashes.size() + 1) * hash_block_size when enabled.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -61,20 +63,30 @@ struct Request {
   // output is applied. Sync mode: 0 between steps. Window groups free out-of-window blocks only
   // below num_computed_tokens - num_in_flight_tokens (in-flight steps still read the rest).
   int32_t num_in_flight_tokens = 0;
+  int32_t hash_block_size = 0;  // 0: hashing disabled (prefix caching off)
+  // num_tokens() at which the first block not in block_hashes is full: (len + 1) *
+  // hash_block_size, kept by update_block_hashes(); INT32_MAX while hashing is disabled. The
+  // fields above fit one cache line, so a decode step's checks never touch the ones below.
+  // Code that edits block_hashes directly must call update_block_hashes() before appending.
+  int32_t next_block_hash_tokens = INT32_MAX;
   PromptContent content;
 
   // Chained hashes of the full blocks of hash_block_size tokens (vLLM: Request.block_hashes).
   std::vector<BlockHash> block_hashes;
-  int32_t hash_block_size = 0;  // 0: hashing disabled (prefix caching off)
 
   int32_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
 
   // Enables hashing with the given block size and hashes the prompt's full blocks.
   void enable_block_hashing(int32_t block_size);
   // Appends n generated tokens and hashes any blocks they complete
-  // (vLLM: append_output_token_ids -> update_block_hashes).
-  void append_output_tokens(int32_t n);
-  // Hashes every full block not hashed yet.
+  // (vLLM: append_output_token_ids -> update_block_hashes). Inline: every decode step of every
+  // request calls it, and only one in hash_block_size calls completes a block.
+  void append_output_tokens(int32_t n) {
+    num_output_tokens += n;
+    if (num_tokens() >= next_block_hash_tokens) update_block_hashes();
+  }
+  // Hashes every full block not hashed yet (from block_hashes.size() on) and sets
+  // next_block_hash_tokens.
   void update_block_hashes();
 };
 

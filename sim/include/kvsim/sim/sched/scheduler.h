@@ -241,8 +241,9 @@ class Scheduler {
   KVCacheManager kv_;
   RequestQueue waiting_;
   std::vector<Request*> running_;
-  std::vector<Request*> by_id_;            // request id -> request (nullptr once finished)
-  std::vector<int32_t> scheduled_index_;   // request id -> index in output_.scheduled, or -1
+  std::vector<Request*> by_id_;  // request id -> request (nullptr once finished)
+  // PRIORITY policy only (FCFS never reads it): request id -> index in output_.scheduled, or -1.
+  std::vector<int32_t> scheduled_index_;
   std::vector<int64_t> finished_pending_;  // freed by update_from_output, reported next step
   std::vector<int64_t> free_host_slots_;   // stack: back() is handed out next
   std::vector<std::vector<int64_t>> host_slots_of_;  // request id -> host slots held
