@@ -198,9 +198,11 @@ void draw_plot(const std::string& json_text, const std::string& plot_path) {
     if (errno != EINTR) throw std::runtime_error("--plot: waiting for the plot script failed");
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const std::string how = WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                              : "killed by a signal";
     throw std::runtime_error(
-        fmt::format("--plot: {} {} failed (status {}; it needs matplotlib: set KVSIM_PYTHON)",
-                    python, script.string(), status));
+        fmt::format("--plot: {} {} failed ({}; it needs matplotlib: set KVSIM_PYTHON)", python,
+                    script.string(), how));
   }
 }
 
