@@ -2,14 +2,10 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <stdexcept>
-#include <unordered_set>
 
 namespace kvsim {
-
-// The header promises 32 bytes of metadata per block: two free-queue links, the ref count, the
-// hash and the duplicate-chain link (each a parallel array indexed by block id).
-static_assert(2 * sizeof(int32_t) + sizeof(int32_t) + sizeof(BlockHash) + sizeof(int32_t) <= 32);
 
 namespace {
 
@@ -28,15 +24,19 @@ int32_t validated_num_gpu_blocks(int32_t n) {
   return n;
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] void throw_freed_too_often(BlockId b) {
+  throw std::logic_error(
+      fmt::format("BlockPool::free_blocks: block {} freed more often than allocated", b));
+}
+
 }  // namespace
 
 BlockPool::BlockPool(int32_t num_gpu_blocks, bool enable_caching)
     : num_gpu_blocks_(num_gpu_blocks),
       enable_caching_(enable_caching),
       free_block_queue_(validated_num_gpu_blocks(num_gpu_blocks)),
-      ref_cnt_(static_cast<size_t>(num_gpu_blocks), 0),
-      hash_(static_cast<size_t>(num_gpu_blocks)),
-      dup_next_(static_cast<size_t>(num_gpu_blocks), kUnhashed) {
+      state_(static_cast<size_t>(num_gpu_blocks)),
+      hash_(static_cast<size_t>(num_gpu_blocks)) {
   // The head of the fresh queue is block 0: it becomes the null block.
   const BlockId null_block = free_block_queue_.popleft();
   (void)null_block;
@@ -55,41 +55,52 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
   }
   const size_t first = out.size();
   free_block_queue_.popleft_n(n, out);
-  for (size_t i = first; i < out.size(); ++i) {
-    const BlockId b = out[i];
-    if (enable_caching_) maybe_evict_cached_block(b);
-    ref_cnt_[static_cast<size_t>(b)] = 1;
+  const BlockId* got = out.data() + first;
+  if (enable_caching_) {
+    for (int32_t i = 0; i < n; ++i) {
+      BlockState& s = state_[static_cast<size_t>(got[i])];
+      if (s.dup_next != kUnhashed) maybe_evict_cached_block(got[i]);
+      s.ref_cnt = 1;
+    }
+  } else {
+    for (int32_t i = 0; i < n; ++i) state_[static_cast<size_t>(got[i])].ref_cnt = 1;
   }
 }
 
 void BlockPool::maybe_evict_cached_block(BlockId b) {
-  const size_t bi = static_cast<size_t>(b);
-  if (dup_next_[bi] == kUnhashed) return;
-  auto it = cached_block_hash_to_block_.find(hash_[bi]);
-  if (it == cached_block_hash_to_block_.end()) {
-    throw std::logic_error(fmt::format("BlockPool: hashed block {} missing from the map", b));
-  }
-  Chain& chain = it->second;
-  if (chain.head == b) {
-    chain.head = dup_next_[bi];
-    if (chain.head == kChainEnd) {
-      cached_block_hash_to_block_.erase(it);
-    }
+  BlockState& s = state_[static_cast<size_t>(b)];
+  if (s.dup_next == kUnhashed) return;
+  if (s.dup_next == b) {
+    // The only block under its key (the common case): one store, no lookup.
+    cached_block_hash_to_block_.erase(s.map_slot);
   } else {
-    BlockId cur = chain.head;
-    while (dup_next_[static_cast<size_t>(cur)] != b) cur = dup_next_[static_cast<size_t>(cur)];
-    dup_next_[static_cast<size_t>(cur)] = dup_next_[bi];
-    if (chain.tail == b) chain.tail = cur;
+    evict_from_shared_chain(b);
   }
-  dup_next_[bi] = kUnhashed;
+  s.dup_next = kUnhashed;
   --num_cached_blocks_;
   ++num_evictions_;
 }
 
+void BlockPool::evict_from_shared_chain(BlockId b) {
+  // Duplicate keys (no de-duplication, as vLLM): unlink b from the cycle; if b was the last
+  // inserted (the map's value), its predecessor becomes the last.
+  BlockState& s = state_[static_cast<size_t>(b)];
+  BlockId pred = s.dup_next;
+  while (state_[static_cast<size_t>(pred)].dup_next != b) {
+    pred = state_[static_cast<size_t>(pred)].dup_next;
+  }
+  state_[static_cast<size_t>(pred)].dup_next = s.dup_next;
+  if (cached_block_hash_to_block_.value(s.map_slot) == b) {
+    cached_block_hash_to_block_.set_value(s.map_slot, pred);
+  }
+}
+
 std::optional<BlockId> BlockPool::get_cached_block(const BlockHash& hash) const {
-  auto it = cached_block_hash_to_block_.find(hash);
-  if (it == cached_block_hash_to_block_.end()) return std::nullopt;
-  return it->second.head;
+  const uint32_t slot = cached_block_hash_to_block_.find(hash, hash_.data());
+  if (slot == BlockHashToBlockMap::kNotFound) return std::nullopt;
+  // The value is the last inserted block; the first inserted (vLLM's answer) follows it.
+  const BlockId last = cached_block_hash_to_block_.value(slot);
+  return state_[static_cast<size_t>(last)].dup_next;
 }
 
 void BlockPool::cache_full_blocks(std::span<const BlockId> blocks,
@@ -98,78 +109,104 @@ void BlockPool::cache_full_blocks(std::span<const BlockId> blocks,
     throw std::invalid_argument("BlockPool::cache_full_blocks: blocks and hashes differ in length");
   }
   if (!enable_caching_) return;
+  // A rebuild of the map moves slots: every member of a moved chain learns its new slot.
+  auto on_move = [this](BlockId last, uint32_t slot) {
+    BlockId cur = last;
+    do {
+      state_[static_cast<size_t>(cur)].map_slot = slot;
+      cur = state_[static_cast<size_t>(cur)].dup_next;
+    } while (cur != last);
+  };
+  // The map's home slots are random cache lines: request a batch of them before inserting.
+  constexpr size_t kPrefetchAhead = 16;
+  for (size_t i = 0; i < std::min(blocks.size(), kPrefetchAhead); ++i) {
+    cached_block_hash_to_block_.prefetch(hashes[i]);
+  }
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const BlockId b = blocks[i];
-    const size_t bi = static_cast<size_t>(b);
-    if (b == kNullBlockId || dup_next_[bi] != kUnhashed) continue;
-    hash_[bi] = hashes[i];
-    dup_next_[bi] = kChainEnd;
-    auto [it, inserted] = cached_block_hash_to_block_.try_emplace(hashes[i], Chain{b, b});
-    if (!inserted) {
-      dup_next_[static_cast<size_t>(it->second.tail)] = b;
-      it->second.tail = b;
+    if (i + kPrefetchAhead < blocks.size()) {
+      cached_block_hash_to_block_.prefetch(hashes[i + kPrefetchAhead]);
     }
+    const BlockId b = blocks[i];
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (b == kNullBlockId || s.dup_next != kUnhashed) continue;
+    hash_[static_cast<size_t>(b)] = hashes[i];
+    const auto [slot, inserted] =
+        cached_block_hash_to_block_.find_or_insert(hashes[i], b, hash_.data(), on_move);
+    if (inserted) {
+      s.dup_next = b;
+    } else {
+      // Append after the chain's last block: b becomes the last, the first stays first.
+      BlockState& last = state_[static_cast<size_t>(cached_block_hash_to_block_.value(slot))];
+      s.dup_next = last.dup_next;
+      last.dup_next = b;
+      cached_block_hash_to_block_.set_value(slot, b);
+    }
+    s.map_slot = slot;
     ++num_cached_blocks_;
   }
 }
 
 void BlockPool::touch(std::span<const BlockId> blocks) {
   for (BlockId b : blocks) {
-    const size_t bi = static_cast<size_t>(b);
-    if (ref_cnt_[bi] == 0 && b != kNullBlockId) free_block_queue_.remove(b);
-    ++ref_cnt_[bi];
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (s.ref_cnt == 0 && b != kNullBlockId) free_block_queue_.remove(b);
+    ++s.ref_cnt;
   }
 }
 
 void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
+  // Blocks reaching ref 0 were in use, hence not free (I1), and a request lists a block once:
+  // the queue's unchecked pushes apply; check_invariants() would catch a violation.
+  scratch_reuse_first_.resize(ordered_blocks.size());
+  BlockId* reuse_first = scratch_reuse_first_.data();
+  size_t num_reuse_first = 0;
   if (!enable_caching_) {
-    // No block carries a hash, so every block reaching 0 is prepended; with a single list the
-    // scratch split is unnecessary (this is the allocator's hottest path with caching off).
-    scratch_reuse_first_.clear();
+    // No block carries a hash, so every block reaching 0 is prepended (this is the allocator's
+    // hottest path with caching off).
     for (BlockId b : ordered_blocks) {
-      const size_t bi = static_cast<size_t>(b);
-      if (b == kNullBlockId) {
-        --ref_cnt_[bi];
-        continue;
-      }
-      if (--ref_cnt_[bi] == 0) {
-        scratch_reuse_first_.push_back(b);
-      } else if (ref_cnt_[bi] < 0) {
-        throw std::logic_error(
-            fmt::format("BlockPool::free_blocks: block {} freed more often than allocated", b));
+      BlockState& s = state_[static_cast<size_t>(b)];
+      const int32_t rc = --s.ref_cnt;
+      reuse_first[num_reuse_first] = b;
+      num_reuse_first += (rc == 0 && b != kNullBlockId) ? 1 : 0;
+      if (rc < 0 && b != kNullBlockId) [[unlikely]] {
+        throw_freed_too_often(b);
       }
     }
-    free_block_queue_.prepend_n(scratch_reuse_first_);
+    free_block_queue_.prepend_n_unchecked(std::span(reuse_first, num_reuse_first));
     return;
   }
-  scratch_reuse_first_.clear();
-  scratch_evict_last_.clear();
+  scratch_evict_last_.resize(ordered_blocks.size());
+  BlockId* evict_last = scratch_evict_last_.data();
+  size_t num_evict_last = 0;
   for (BlockId b : ordered_blocks) {
-    const size_t bi = static_cast<size_t>(b);
-    --ref_cnt_[bi];
+    BlockState& s = state_[static_cast<size_t>(b)];
+    const int32_t rc = --s.ref_cnt;
     if (b == kNullBlockId) continue;
-    if (ref_cnt_[bi] < 0) {
-      throw std::logic_error(
-          fmt::format("BlockPool::free_blocks: block {} freed more often than allocated", b));
-    }
-    if (ref_cnt_[bi] == 0) {
-      (dup_next_[bi] == kUnhashed ? scratch_reuse_first_ : scratch_evict_last_).push_back(b);
+    // Branch-free split: both lists get the id, only the right one keeps it.
+    const bool to_queue = rc == 0;
+    const bool hashed = s.dup_next != kUnhashed;
+    reuse_first[num_reuse_first] = b;
+    evict_last[num_evict_last] = b;
+    num_reuse_first += (to_queue && !hashed) ? 1 : 0;
+    num_evict_last += (to_queue && hashed) ? 1 : 0;
+    if (rc < 0) [[unlikely]] {
+      throw_freed_too_often(b);
     }
   }
-  free_block_queue_.prepend_n(scratch_reuse_first_);
-  free_block_queue_.append_n(scratch_evict_last_);
+  free_block_queue_.prepend_n_unchecked(std::span(reuse_first, num_reuse_first));
+  free_block_queue_.append_n_unchecked(std::span(evict_last, num_evict_last));
 }
 
 bool BlockPool::reset_prefix_cache() {
   if (num_gpu_blocks_ - get_num_free_blocks() != 1) return false;
   cached_block_hash_to_block_.clear();
-  for (auto& d : dup_next_) d = kUnhashed;
+  for (auto& st : state_) st.dup_next = kUnhashed;
   num_cached_blocks_ = 0;
   return true;
 }
 
 std::optional<BlockHash> BlockPool::block_hash(BlockId b) const {
-  if (dup_next_[static_cast<size_t>(b)] == kUnhashed) return std::nullopt;
+  if (!is_cached(b)) return std::nullopt;
   return hash_[static_cast<size_t>(b)];
 }
 
@@ -180,7 +217,7 @@ void BlockPool::check_invariants() const {
   }
   int32_t used = 0;
   for (BlockId b = 1; b < num_gpu_blocks_; ++b) {
-    const int32_t rc = ref_cnt_[static_cast<size_t>(b)];
+    const int32_t rc = ref_cnt(b);
     const bool in_queue = free_block_queue_.contains(b);
     if (rc < 0) throw std::logic_error(fmt::format("I1: block {} has ref_cnt {}", b, rc));
     if (rc > 0 && in_queue) {
@@ -197,26 +234,36 @@ void BlockPool::check_invariants() const {
     throw std::logic_error(fmt::format("I2: {} free + {} used != {} usable blocks",
                                        get_num_free_blocks(), used, num_gpu_blocks_ - 1));
   }
+  cached_block_hash_to_block_.check_invariants(hash_.data());
   int64_t reachable = 0;
-  for (const auto& [hash, chain] : cached_block_hash_to_block_) {
-    std::unordered_set<BlockId> seen;
-    BlockId last = kChainEnd;
-    for (BlockId b = chain.head; b != kChainEnd; b = dup_next_[static_cast<size_t>(b)]) {
-      if (b < 0 || b >= num_gpu_blocks_)
-        throw std::logic_error("I3: chain links to an invalid block");
-      if (!seen.insert(b).second)
-        throw std::logic_error(fmt::format("I3: block {} twice in a chain", b));
-      if (!(hash_[static_cast<size_t>(b)] == hash)) {
-        throw std::logic_error(fmt::format("I3: block {} is in the chain of another hash", b));
-      }
-      last = b;
-      ++reachable;
+  std::vector<uint8_t> seen(static_cast<size_t>(num_gpu_blocks_), 0);
+  cached_block_hash_to_block_.for_each([&](uint32_t slot, BlockId last) {
+    if (last < 0 || last >= num_gpu_blocks_) {
+      throw std::logic_error(fmt::format("I3: map slot {} holds invalid block {}", slot, last));
     }
-    if (last != chain.tail) throw std::logic_error("I3: chain tail mismatch");
-  }
+    const BlockHash& key = hash_[static_cast<size_t>(last)];
+    BlockId cur = last;
+    do {
+      if (cur < 0 || cur >= num_gpu_blocks_) {
+        throw std::logic_error("I3: chain links to an invalid block");
+      }
+      const BlockState& s = state_[static_cast<size_t>(cur)];
+      if (seen[static_cast<size_t>(cur)]++ != 0) {
+        throw std::logic_error(fmt::format("I3: block {} reached twice from the map", cur));
+      }
+      if (!(hash_[static_cast<size_t>(cur)] == key)) {
+        throw std::logic_error(fmt::format("I3: block {} is in the chain of another hash", cur));
+      }
+      if (s.map_slot != slot) {
+        throw std::logic_error(
+            fmt::format("I3: block {} records map slot {}, chain is at {}", cur, s.map_slot, slot));
+      }
+      ++reachable;
+      cur = s.dup_next;
+    } while (cur != last);
+  });
   int64_t hashed = 0;
-  for (BlockId b = 0; b < num_gpu_blocks_; ++b)
-    hashed += dup_next_[static_cast<size_t>(b)] != kUnhashed;
+  for (BlockId b = 0; b < num_gpu_blocks_; ++b) hashed += is_cached(b) ? 1 : 0;
   if (hashed != reachable || hashed != num_cached_blocks_) {
     throw std::logic_error(
         fmt::format("I3: {} hashed blocks, {} reachable from the map, counter {}", hashed,

@@ -88,6 +88,57 @@ TEST(BlockPool, DuplicateKeysKeepInsertionOrder) {
   pool.check_invariants();
 }
 
+// Three blocks under one key: evicting the middle one, then the last inserted one, keeps the
+// first inserted as the lookup result; evicting it hands the key to the survivor.
+TEST(BlockPool, SharedKeyChainSurvivesEvictionAnywhere) {
+  BlockPool pool(6, true);
+  V a;
+  pool.get_new_blocks(5, a);  // 1..5
+  pool.cache_full_blocks(V{3, 1, 4}, std::vector<BlockHash>{h(9), h(9), h(9)});
+  EXPECT_EQ(pool.num_cached_blocks(), 3);
+  EXPECT_EQ(pool.get_cached_block(h(9)), 3);
+  pool.free_blocks(V{1, 4});  // both hashed: appended [1, 4]
+  EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (V{1, 4}));
+  V b;
+  pool.get_new_blocks(1, b);  // pops 1: the middle of the chain 3 -> 1 -> 4
+  EXPECT_EQ(b, (V{1}));
+  EXPECT_EQ(pool.get_cached_block(h(9)), 3);
+  pool.check_invariants();
+  pool.get_new_blocks(1, b);  // pops 4: the last inserted
+  EXPECT_EQ(pool.get_cached_block(h(9)), 3);
+  pool.check_invariants();
+  pool.cache_full_blocks(V{2}, std::vector<BlockHash>{h(9)});  // chain 3 -> 2
+  pool.free_blocks(V{3});
+  V c;
+  pool.get_new_blocks(1, c);  // pops 3: the first inserted; 2 answers now
+  EXPECT_EQ(c, (V{3}));
+  EXPECT_EQ(pool.get_cached_block(h(9)), 2);
+  EXPECT_EQ(pool.num_evictions(), 3);
+  pool.check_invariants();
+}
+
+// Many cache/evict laps over a pool larger than the map's first capacity: the map grows and
+// rebuilds (dropping tombstones) many times, and every lookup stays right.
+TEST(BlockPool, PrefixMapRebuildsKeepEveryEntry) {
+  constexpr int32_t kN = 3000;
+  BlockPool pool(kN, true);
+  uint64_t next = 1;
+  for (int lap = 0; lap < 12; ++lap) {
+    V got;
+    pool.get_new_blocks(kN - 1, got);
+    std::vector<BlockHash> keys;
+    for (size_t i = 0; i < got.size(); ++i) keys.push_back(h(next + i));
+    pool.cache_full_blocks(got, keys);
+    for (size_t i = 0; i < got.size(); i += 97) EXPECT_EQ(pool.get_cached_block(keys[i]), got[i]);
+    EXPECT_FALSE(pool.get_cached_block(h(next - 1)).has_value());  // evicted in this lap
+    pool.free_blocks(got);
+    next += got.size();
+    if (lap % 4 == 3) pool.check_invariants();
+  }
+  EXPECT_EQ(pool.num_cached_blocks(), kN - 1);
+  EXPECT_EQ(pool.num_evictions(), 11 * int64_t{kN - 1});
+}
+
 TEST(BlockPool, CachingOffIsAStack) {
   BlockPool pool(8, false);
   V a;

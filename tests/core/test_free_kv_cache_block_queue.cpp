@@ -2,13 +2,23 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <random>
 #include <stdexcept>
 #include <vector>
+
+#include "reference_free_queue.h"
 
 namespace kvsim {
 namespace {
 
 using V = std::vector<BlockId>;
+
+int64_t scaled_ops(int64_t base) {
+  if (const char* s = std::getenv("KVSIM_PROPERTY_OPS")) return std::max<int64_t>(1, std::atoll(s));
+  return base;
+}
 
 TEST(FreeKVCacheBlockQueue, StartsAscendingAndPopsFromHead) {
   FreeKVCacheBlockQueue q(5);
@@ -45,8 +55,143 @@ TEST(FreeKVCacheBlockQueue, MisuseThrows) {
   q.popleft_n(2, out);
   EXPECT_THROW(q.popleft(), std::logic_error);
   EXPECT_THROW(q.remove(1), std::logic_error);
+  EXPECT_THROW(q.append(2), std::logic_error);  // out of range
   q.append(1);
   EXPECT_EQ(q.get_all_free_blocks(), (V{1}));
+  EXPECT_THROW(q.prepend_n(V{0, 0}), std::logic_error);  // the same block twice in one push
+}
+
+// Removals in the middle leave tombstones that pops skip; removals at either end move the end.
+TEST(FreeKVCacheBlockQueue, TombstonesAreSkippedAndEndsStayLive) {
+  FreeKVCacheBlockQueue q(8);
+  q.remove(3);
+  q.remove(5);
+  q.remove(0);  // the head: the head moves instead of leaving a tombstone
+  q.remove(7);  // the tail
+  EXPECT_EQ(q.get_all_free_blocks(), (V{1, 2, 4, 6}));
+  q.check_invariants();
+  V out;
+  q.popleft_n(3, out);
+  EXPECT_EQ(out, (V{1, 2, 4}));
+  q.append(3);
+  q.prepend_n(V{5});
+  EXPECT_EQ(q.get_all_free_blocks(), (V{5, 6, 3}));
+  q.remove(6);
+  EXPECT_EQ(q.get_all_free_blocks(), (V{5, 3}));
+  q.check_invariants();
+}
+
+// Enough middle removals and re-appends to fill the ring with tombstones force compactions; the
+// positions wrap around the ring many times.
+TEST(FreeKVCacheBlockQueue, CompactionAndWrapKeepOrder) {
+  constexpr int32_t kN = 40;
+  FreeKVCacheBlockQueue q(kN);
+  testing::ReferenceFreeKVCacheBlockQueue ref(kN);
+  const uint32_t cap = q.capacity();
+  EXPECT_GE(cap, static_cast<uint32_t>(kN + kN / 4));
+  for (int round = 0; round < 200; ++round) {
+    // Remove every third free block from the middle, then append the removed ones.
+    V free_now = ref.get_all_free_blocks();
+    V removed;
+    for (size_t i = 1; i + 1 < free_now.size(); i += 3) removed.push_back(free_now[i]);
+    for (BlockId b : removed) {
+      q.remove(b);
+      ref.remove(b);
+    }
+    q.append_n(removed);
+    ref.append_n(removed);
+    V a, b;
+    q.popleft_n(3, a);
+    ref.popleft_n(3, b);
+    ASSERT_EQ(a, b) << "round " << round;
+    std::reverse(a.begin(), a.end());
+    q.prepend_n(a);
+    ref.prepend_n(a);
+    ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "round " << round;
+    ASSERT_NO_THROW(q.check_invariants()) << "round " << round;
+  }
+}
+
+// Differential test: the same random operation sequence on the ring and on the reference linked
+// list gives the same pops, sizes and membership; the ring's invariants hold throughout.
+void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
+  FreeKVCacheBlockQueue q(num_blocks);
+  testing::ReferenceFreeKVCacheBlockQueue ref(num_blocks);
+  std::mt19937_64 rng(seed);
+  V taken;  // blocks out of the queue, in no particular order
+  auto take = [&](size_t i) {
+    const BlockId b = taken[i];
+    taken[i] = taken.back();
+    taken.pop_back();
+    return b;
+  };
+  for (int64_t op = 0; op < ops; ++op) {
+    const int kind = static_cast<int>(rng() % 12);
+    if (kind < 3 && ref.num_free_blocks() > 0) {  // batch pop
+      const auto n = static_cast<int32_t>(
+          rng() % static_cast<uint64_t>(std::min<int32_t>(ref.num_free_blocks(), 9) + 1));
+      V a, b;
+      q.popleft_n(n, a);
+      ref.popleft_n(n, b);
+      ASSERT_EQ(a, b) << "op " << op;
+      taken.insert(taken.end(), a.begin(), a.end());
+    } else if (kind < 4 && ref.num_free_blocks() > 0) {  // single pop
+      const BlockId a = q.popleft();
+      ASSERT_EQ(a, ref.popleft()) << "op " << op;
+      taken.push_back(a);
+    } else if (kind < 7 && ref.num_free_blocks() > 0) {  // remove from anywhere (a prefix hit)
+      const V all = ref.get_all_free_blocks();
+      const BlockId b = all[rng() % all.size()];
+      q.remove(b);
+      ref.remove(b);
+      taken.push_back(b);
+    } else if (kind < 9 && !taken.empty()) {  // prepend a batch (unhashed frees)
+      V batch;
+      const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 6);
+      for (size_t i = 0; i < n; ++i) batch.push_back(take(rng() % taken.size()));
+      q.prepend_n(batch);
+      ref.prepend_n(batch);
+    } else if (kind < 11 && !taken.empty()) {  // append a batch (hashed frees)
+      V batch;
+      const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 6);
+      for (size_t i = 0; i < n; ++i) batch.push_back(take(rng() % taken.size()));
+      q.append_n(batch);
+      ref.append_n(batch);
+    } else if (!taken.empty()) {  // single append
+      const BlockId b = take(rng() % taken.size());
+      q.append(b);
+      ref.append(b);
+    }
+    ASSERT_EQ(q.num_free_blocks(), ref.num_free_blocks()) << "op " << op;
+    if (op % 32 == 0) {
+      ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "op " << op;
+      for (BlockId b = 0; b < num_blocks; ++b) {
+        ASSERT_EQ(q.contains(b), ref.contains(b)) << "op " << op << " block " << b;
+      }
+      ASSERT_NO_THROW(q.check_invariants()) << "op " << op;
+      ASSERT_NO_THROW(ref.check_invariants()) << "op " << op;
+    }
+  }
+  EXPECT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks());
+  q.check_invariants();
+}
+
+TEST(FreeKVCacheBlockQueue, MatchesReferenceListSmall) {
+  run_against_reference(12, scaled_ops(300000), 11);
+}
+
+TEST(FreeKVCacheBlockQueue, MatchesReferenceListLarger) {
+  run_against_reference(300, scaled_ops(300000), 12);
+}
+
+TEST(FreeKVCacheBlockQueue, EmptyQueue) {
+  FreeKVCacheBlockQueue q(0);
+  EXPECT_EQ(q.num_free_blocks(), 0);
+  EXPECT_TRUE(q.get_all_free_blocks().empty());
+  V out;
+  q.popleft_n(0, out);
+  EXPECT_THROW(q.popleft(), std::logic_error);
+  q.check_invariants();
 }
 
 }  // namespace

@@ -12,10 +12,15 @@
 //   I1 ref_cnt(b) > 0  => b is not in the free queue; ref_cnt(b) == 0 and b != 0 => b is in the
 //      free queue exactly once. The null block is never in the queue.
 //   I2 num_free_blocks + #{b != 0 : ref_cnt(b) > 0} == N - 1.
-//   I3 Every block reachable from the hash map carries that hash; every hashed block is reachable
-//      from the map under its own hash; each hash's block chain is duplicate-free.
+//   I3 Every hashed block belongs to exactly one chain: the blocks cached under one key, linked
+//      in insertion order through dup_next into a cycle (the last links back to the first; a
+//      lone block links to itself). The map holds each key once, with the chain's last block as
+//      its value, and every chain member records that map slot (map_slot) and carries that key.
+//      Every live map slot is such a chain; num_cached_blocks() counts the hashed blocks.
 //   I4 With caching disabled no block carries a hash.
-// Memory: 32 bytes of metadata per block (links, ref count, hash, duplicate-chain link).
+// Memory: 32 bytes per block in arrays indexed by block id (12 B state: ref count, chain link,
+// map slot; 16 B hash; 4 B free-queue position), plus the free queue's ring of ids (4 B per slot,
+// 1.25-2.5 slots per block) and the map's 8-byte slots (see block_hash_to_block_map.h).
 #pragma once
 
 #include <cstdint>
@@ -23,14 +28,7 @@
 #include <span>
 #include <vector>
 
-// KVSIM_STD_HASH_MAP (set by CMake only where Abseil is absent: the dependency bundle of the bare
-// GPU machine) swaps the SwissTable for std::unordered_map. Same interface and results, slower.
-#if defined(KVSIM_STD_HASH_MAP)
-#include <unordered_map>
-#else
-#include <absl/container/flat_hash_map.h>
-#endif
-
+#include "kvsim/core/block_hash_to_block_map.h"
 #include "kvsim/core/free_kv_cache_block_queue.h"
 #include "kvsim/core/types.h"
 
@@ -87,8 +85,8 @@ class BlockPool {
   // otherwise.
   bool reset_prefix_cache();
 
-  int32_t ref_cnt(BlockId b) const { return ref_cnt_[static_cast<size_t>(b)]; }
-  bool is_cached(BlockId b) const { return dup_next_[static_cast<size_t>(b)] != kUnhashed; }
+  int32_t ref_cnt(BlockId b) const { return state_[static_cast<size_t>(b)].ref_cnt; }
+  bool is_cached(BlockId b) const { return state_[static_cast<size_t>(b)].dup_next != kUnhashed; }
   std::optional<BlockHash> block_hash(BlockId b) const;
   // Number of blocks currently holding a hash (cached, in use or evictable).
   int64_t num_cached_blocks() const { return num_cached_blocks_; }
@@ -100,26 +98,26 @@ class BlockPool {
   void check_invariants() const;
 
  private:
-  static constexpr int32_t kUnhashed = -2;  // dup_next_ value of a block without a hash
-  static constexpr int32_t kChainEnd = -1;  // dup_next_ value of the last block of a chain
-  struct Chain {
-    BlockId head;
-    BlockId tail;
+  static constexpr int32_t kUnhashed = -1;  // dup_next of a block without a hash
+  // The hot per-block fields together: allocation and free touch one 12-byte record per block.
+  struct BlockState {
+    int32_t ref_cnt = 0;
+    // Next block of this block's chain (the cycle of I3), or kUnhashed.
+    int32_t dup_next = kUnhashed;
+    // The map slot of this block's key; meaningful while hashed.
+    uint32_t map_slot = 0;
   };
+  // The 32 bytes per block of the header comment: state, hash, free-queue position.
+  static_assert(sizeof(BlockState) + sizeof(BlockHash) + sizeof(uint32_t) == 32);
   void maybe_evict_cached_block(BlockId b);
+  void evict_from_shared_chain(BlockId b);
 
   int32_t num_gpu_blocks_;
   bool enable_caching_;
   FreeKVCacheBlockQueue free_block_queue_;
-  std::vector<int32_t> ref_cnt_;
+  std::vector<BlockState> state_;
   std::vector<BlockHash> hash_;
-  std::vector<int32_t> dup_next_;
-  // Open addressing (Abseil SwissTable): the map is on every allocation's eviction path.
-#if defined(KVSIM_STD_HASH_MAP)
-  std::unordered_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
-#else
-  absl::flat_hash_map<BlockHash, Chain, BlockHashHasher> cached_block_hash_to_block_;
-#endif
+  BlockHashToBlockMap cached_block_hash_to_block_;
   std::vector<BlockId> scratch_reuse_first_;
   std::vector<BlockId> scratch_evict_last_;
   int64_t num_cached_blocks_ = 0;
