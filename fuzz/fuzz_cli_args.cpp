@@ -51,6 +51,7 @@ class Cli {
     kvsim::cli::register_replay_command(app_);
     kvsim::cli::register_gen_command(app_);
     kvsim::cli::register_sweep_command(app_);
+    kvsim::cli::register_size_command(app_);
     kvsim::cli::apply_value_rules(app_);
     for (CLI::App* sub : app_.get_subcommands({})) {
       commands_.push_back(CallbackAccess::take(*sub));

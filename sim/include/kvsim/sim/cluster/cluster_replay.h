@@ -117,7 +117,7 @@ struct SloReport {
 
 struct ClusterResult {
   // The whole cluster under run_replay's names: counts summed, latencies over all requests,
-  // concurrency/usage per replica averaged (see docs/cluster.md for each field's rule).
+  // concurrency and KV usage pooled over every replica's steps (docs/cluster.md, cluster_summary.h).
   ReplayResult cluster;
   std::vector<ReplaySummary> per_replica;
   std::vector<int32_t> request_replica;  // per trace request; -1 = refused by admission control,
