@@ -149,7 +149,7 @@ stop() { # a step whose failure makes the rest pointless: the summary still gets
 log "dependencies"
 t0=$SECONDS
 system_pkgs=(libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev libxxhash-dev
-             zlib1g-dev)
+             libabsl-dev zlib1g-dev)
 have_system_pkgs() {
   command -v dpkg-query >/dev/null || return 1
   local p

@@ -2,9 +2,10 @@
 # tools/install-deps.sh, exactly as before. With KVSIM_DEPS_DIR = the source bundle written by
 # tools/make_gpu_bundle.sh (for the bare GPU machine, where nothing can be installed), each of
 # fmt, xxhash, CLI11, nlohmann-json, zlib, GoogleTest and Google Benchmark whose system package is
-# not found comes from the bundle instead.
+# not found comes from the bundle instead, and Abseil, which is not bundled, is replaced by
+# std::unordered_map in BlockPool.
 #
-# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, CLI11::CLI11,
+# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, kvsim_hash_map, CLI11::CLI11,
 # nlohmann_json::nlohmann_json, ZLIB::ZLIB, and (when tests/benchmarks are built) GTest::gtest,
 # GTest::gtest_main, benchmark::benchmark.
 
@@ -51,6 +52,18 @@ else()
   target_include_directories(kvsim_xxhash SYSTEM INTERFACE "${KVSIM_DEPS_DIR}/include")
   target_compile_definitions(kvsim_xxhash INTERFACE XXH_INLINE_ALL=1)
   kvsim_dep_source(xxhash "${KVSIM_DEPS_DIR}/include (XXH_INLINE_ALL)")
+endif()
+
+# --- Abseil (BlockPool's hash map): no bundle; std::unordered_map instead --------------------------
+add_library(kvsim_hash_map INTERFACE)
+find_package(absl ${kvsim_find_mode})
+if(absl_FOUND)
+  target_link_libraries(kvsim_hash_map INTERFACE absl::flat_hash_map absl::hash)
+  kvsim_dep_source(absl "the system (BlockPool uses absl::flat_hash_map)")
+else()
+  # PUBLIC through kvsim_core: every translation unit must see the same BlockPool layout.
+  target_compile_definitions(kvsim_hash_map INTERFACE KVSIM_STD_HASH_MAP=1)
+  message(STATUS "kvsim: absl not found: BlockPool uses std::unordered_map (slower; results equal)")
 endif()
 
 # --- CLI11 and nlohmann-json (header-only) and zlib: kvsim_sim and the kvsim CLI -------------------

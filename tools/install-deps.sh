@@ -3,7 +3,7 @@
 # nvcc is optional: the CUDA backend builds when it is found (see KVSIM_CUDA).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
-      libbenchmark-dev libxxhash-dev zlib1g-dev python3 python3-matplotlib
+      libbenchmark-dev libxxhash-dev libabsl-dev zlib1g-dev python3 python3-matplotlib
       # clang + libclang-rt-dev (libFuzzer): the fuzz targets' smoke runs (docs/files.md).
       clang libclang-rt-dev
       # python3-dev python3-pip: the Python package (python/) when python3 is Debian's.

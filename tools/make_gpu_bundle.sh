@@ -133,6 +133,7 @@ xxhash       $(pkg_version libxxhash-dev)          BSD-2-Clause   xxhash.h of De
 cli11        $(pkg_version libcli11-dev)       BSD-3-Clause   headers of Debian's libcli11-dev (header-only)
 nlohmann     $(pkg_version nlohmann-json3-dev)        MIT            headers of Debian's nlohmann-json3-dev (header-only)
 zlib         $zlib_debian_version      Zlib           C source of Debian's source package zlib (library files only), built static
+abseil       (not bundled)                 kvsim_core's BlockPool uses std::unordered_map without it
 Licence texts: licenses/
 EOF
 
