@@ -316,6 +316,14 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
       ++i;
       continue;
     }
+    // The common case (a decode, or a chunk that fits the blocks held): nothing to allocate.
+    if (kv_.allocate_slots_in_held_blocks(*req, static_cast<int32_t>(n),
+                                          config_.num_lookahead_tokens)) {
+      add_scheduled(*req, static_cast<int32_t>(n), {});
+      token_budget -= n;
+      ++i;
+      continue;
+    }
     AllocateSlotsArgs args;
     args.num_new_tokens = static_cast<int32_t>(n);
     args.num_lookahead_tokens = config_.num_lookahead_tokens;

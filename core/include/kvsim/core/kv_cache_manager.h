@@ -121,6 +121,38 @@ class KVCacheManager {
     return allocate_slots_general(request, args);
   }
 
+  // allocate_slots() of a RUNNING request with no new prefix hits and the admission gate off
+  // (the RUNNING loop's call), when its new slots fit the blocks it holds: updates the counters,
+  // caches newly full blocks and returns true (allocate_slots would have returned an empty list).
+  // Returns false and changes nothing otherwise; the caller then calls allocate_slots(). Takes
+  // scalars, not AllocateSlotsArgs: this runs for every decoding request every step, and a
+  // struct built on the stack and read back costs store-forwarding stalls.
+  bool allocate_slots_in_held_blocks(const Request& request, int32_t num_new_tokens,
+                                     int32_t num_lookahead_tokens) {
+    if (coordinator_ || request.status != RequestStatus::RUNNING || num_new_tokens <= 0 ||
+        request.request_id < 0 ||
+        static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
+      return false;
+    }
+    RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+    if (!st.live) return false;
+    const int64_t max_len = config_.max_model_len;
+    const int64_t main =
+        std::min(int64_t{request.num_computed_tokens}, max_len) + num_new_tokens;
+    const int64_t need_slots = std::min(main + num_lookahead_tokens, max_len);
+    if (need_slots > static_cast<int64_t>(st.blocks.size()) * config_.block_size) return false;
+    const int64_t held = std::min(main, max_len);
+    if (held > st.held_tokens) {
+      total_held_tokens_ += held - st.held_tokens;
+      st.held_tokens = static_cast<int32_t>(held);
+    }
+    const int64_t cached = std::min<int64_t>(main, request.num_tokens());
+    if (config_.enable_caching && completes_a_cached_block(st, cached)) {
+      cache_blocks_held(request, st, cached);
+    }
+    return true;
+  }
+
   // Registers the hashes of the request's full blocks among its first `num_tokens` tokens that
   // are not cached yet (vLLM: KVCacheManager.cache_blocks; no-op with caching off or for a
   // request holding no blocks). Async scheduling calls it when a sampled token arrives.
