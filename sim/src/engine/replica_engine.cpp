@@ -225,29 +225,38 @@ void ReplicaEngine::arrive(size_t index) {
 }
 
 void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
+  // Summary counters are summed in locals and stored once (see step_async).
+  const bool prefix_caching = sched_.config().enable_prefix_caching;
+  int64_t query_tokens = 0;
+  int64_t hit_tokens = 0;
+  int64_t recomputed = 0;
+  bool new_work = false;
   for (const ScheduledRequest& s : out.scheduled) {
     RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
     if (rec.first_scheduled_ns < 0) {
       rec.first_scheduled_ns = start_ns;
       leave_queue(rec);
     }
-    if ((s.is_new || s.is_resumed) && !s.is_swapped_in && sched_.config().enable_prefix_caching) {
-      summary_.admission_prefix_query_tokens +=
-          requests_[static_cast<size_t>(s.request_id)].num_tokens();
+    if ((s.is_new || s.is_resumed) && !s.is_swapped_in && prefix_caching) {
+      query_tokens += requests_[static_cast<size_t>(s.request_id)].num_tokens();
     }
     rec.scheduled_tokens += s.num_tokens;
     rec.prefix_hit_tokens += s.num_prefix_hit_tokens;
-    summary_.prefix_hit_tokens += s.num_prefix_hit_tokens;
+    hit_tokens += s.num_prefix_hit_tokens;
     const int32_t end = s.num_computed_tokens + s.num_tokens;
     const int32_t redo = std::min(end, rec.computed_high_water) - s.num_computed_tokens;
     if (redo > 0) {
       rec.recomputed_tokens += redo;
-      summary_.recomputed_tokens += redo;
+      recomputed += redo;
     }
-    if (redo < s.num_tokens) new_work_ = true;
+    new_work |= redo < s.num_tokens;
     rec.computed_high_water = std::max(rec.computed_high_water, end);
   }
+  if (new_work) new_work_ = true;
   ReplaySummary& sum = summary_;
+  sum.admission_prefix_query_tokens += query_tokens;
+  sum.prefix_hit_tokens += hit_tokens;
+  sum.recomputed_tokens += recomputed;
   sum.steps += 1;
   sum.scheduled_tokens += out.total_num_scheduled_tokens;
   sum.prefill_tokens += out.num_prefill_tokens;
@@ -459,10 +468,11 @@ void ReplicaEngine::step_sync() {
     if (++idle_steps_ >= livelock_limit_) livelock(idle_steps_);
     return;
   }
-  work_.clear();
+  StepWork work;  // a local: see step_async
   for (const ScheduledRequest& s : out.scheduled) {
-    work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+    work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
   }
+  work_ = work;
   execute_batch(out);
   const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
   new_work_ = false;
@@ -497,14 +507,21 @@ void ReplicaEngine::step_async() {
     int64_t dt = 0;
     new_work_ = false;
     if (out.total_num_scheduled_tokens > 0) {
-      work_.clear();
+      // Local sums: accumulating into members would be a chain of loads and stores through
+      // memory, one per scheduled request.
+      StepWork work;
+      int64_t ahead_tokens = 0;
+      int64_t ahead_blocks = 0;
       for (const ScheduledRequest& s : out.scheduled) {
-        work_.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+        work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
         if (s.num_output_placeholders > 0) {
-          sum.async_ahead_tokens += s.num_tokens;
-          sum.async_ahead_blocks += s.new_blocks_count;
+          ahead_tokens += s.num_tokens;
+          ahead_blocks += s.new_blocks_count;
         }
       }
+      work_ = work;
+      sum.async_ahead_tokens += ahead_tokens;
+      sum.async_ahead_blocks += ahead_blocks;
       execute_batch(out);
       dt = step_time_.step_time_ns(work_);
       on_step(out, start);
