@@ -298,6 +298,13 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
   size_t i = 0;
   while (i < running_.size() && token_budget > 0) {
     Request* req = running_[i];
+    // The next request's fields and block state are read next iteration: start the loads now
+    // (the hash map traffic of the previous step has usually evicted them from L1).
+    if (i + 1 < running_.size()) {
+      const Request* next = running_[i + 1];
+      __builtin_prefetch(next);
+      kv_.prefetch_request_state(next->request_id);
+    }
     // Async: the tokens in flight already reach max_tokens, so another step would be wasted
     // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens).
     if (req->num_output_placeholders > 0 &&

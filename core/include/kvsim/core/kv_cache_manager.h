@@ -153,6 +153,13 @@ class KVCacheManager {
     return true;
   }
 
+  // A hint: the scheduler is about to call allocate_slots for this request.
+  void prefetch_request_state(int64_t request_id) const {
+    if (request_id >= 0 && static_cast<size_t>(request_id) < req_to_blocks_.size()) {
+      __builtin_prefetch(&req_to_blocks_[static_cast<size_t>(request_id)]);
+    }
+  }
+
   // Registers the hashes of the request's full blocks among its first `num_tokens` tokens that
   // are not cached yet (vLLM: KVCacheManager.cache_blocks; no-op with caching off or for a
   // request holding no blocks). Async scheduling calls it when a sampled token arrives.
