@@ -16,6 +16,7 @@
 
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/replica_engine.h"
 #include "kvsim/sim/engine/step_time_model.h"
 #include "kvsim/sim/traces/trace.h"
 #include "random_trace.h"
@@ -106,6 +107,34 @@ TEST(Replay, ClockAdvancesOnlyOnStepsAndJumpsWhenIdle) {
   EXPECT_EQ(r.timeline.size(), 3u);
   EXPECT_EQ(r.summary.finished, 2);
   EXPECT_DOUBLE_EQ(r.summary.latency.ttft.p50, 0.01);
+}
+
+// A finished or rejected request's hash list is freed, not just emptied: a replay's memory must
+// follow the requests in flight, not the trace length (issue #10). `block_hashes = {}` kept the
+// capacity of every finished request until the end.
+TEST(Replay, FinishedAndRejectedRequestsReleaseTheirHashLists) {
+  Trace t;
+  t.requests = {tr(0, 40, 3), tr(1, 90, 2), tr(2, 500, 1), tr(3, 33, 4)};  // #2: prompt too long
+  ReplayConfig c = small_config(100, 4, 100);
+  c.scheduler.enable_prefix_caching = true;
+  FixedStepTime step(10.0);
+  NullKvBackend null;
+  ReplayRequests reqs = make_replay_requests(t);
+  ReplicaEngine engine(c, null, step, reqs);
+  for (int64_t id = 0; id < 4; ++id) engine.add_request(id);
+  bool saw_hashes = false;
+  while (engine.next_event_ns() != ReplicaEngine::kNoEvent) {
+    engine.step();
+    for (const Request& r : reqs.requests) saw_hashes |= !r.block_hashes.empty();
+  }
+  engine.finish();
+  EXPECT_TRUE(saw_hashes);
+  EXPECT_EQ(engine.summary().finished, 3);
+  EXPECT_EQ(engine.summary().rejected, 1);
+  for (const Request& r : reqs.requests) {
+    EXPECT_TRUE(is_finished(r.status)) << r.request_id;
+    EXPECT_EQ(r.block_hashes.capacity(), 0u) << r.request_id;
+  }
 }
 
 TEST(Replay, ClockOverflowIsAnErrorNotSignedOverflow) {

@@ -164,7 +164,7 @@ ClusterResult run_cluster_replay(const ReplayConfig& config, const ClusterConfig
       RequestRecord& rec = reqs.records[i];
       rec.rejected = true;
       r.status = RequestStatus::FINISHED_ABORTED;
-      r.block_hashes = {};
+      r.release_block_hashes();
       result.request_replica[i] = kRefusedByAdmission;
       result.admission_reason[i] = why;
       result.admission_rejected += 1;

@@ -197,7 +197,7 @@ void ReplicaEngine::reject(size_t index, RejectReason why) {
   Request& r = requests_[index];
   if (rec.first_scheduled_ns < 0) leave_queue(rec);
   r.status = RequestStatus::FINISHED_ABORTED;
-  r.block_hashes = {};
+  r.release_block_hashes();
   rec.rejected = true;
   rec.reject_reason = why;
   rec.preemptions = r.num_preemptions;
@@ -415,7 +415,7 @@ bool ReplicaEngine::after_update(const SchedulerOutput& out) {
     rec.finished = true;
     rec.output_tokens = r.num_output_tokens;
     rec.preemptions = r.num_preemptions;
-    r.block_hashes = {};  // release memory of finished requests
+    r.release_block_hashes();
     latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
                   rec.output_tokens});
     summary_.finished += 1;

@@ -88,6 +88,10 @@ struct Request {
   // Hashes every full block not hashed yet (from block_hashes.size() on) and sets
   // next_block_hash_tokens.
   void update_block_hashes();
+  // Frees the hash list's memory once the request is finished or rejected (its hashes are never
+  // read again). `block_hashes = {}` would not: that is the initializer-list assignment, which
+  // keeps the capacity, so every finished request kept its list until the replay ended.
+  void release_block_hashes() { std::vector<BlockHash>().swap(block_hashes); }
 };
 
 }  // namespace kvsim
