@@ -23,7 +23,7 @@ from __future__ import annotations
 import io
 import os
 import warnings
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -31,13 +31,15 @@ from . import _frames
 from . import _kvsim
 from . import _options
 from ._kvsim import BlockPool, DoesNotFitError, KVCacheManager, Request, TraceError
-from ._results import Plan, ReplayResult, Summary, plan_from_json, requests_frame, timeline_frame
+from ._results import (ClusterReplayResult, Plan, ReplayResult, SizeReport, Summary,
+                       plan_from_json, requests_frame, timeline_frame)
 from ._trace import Trace, TraceRequest
 
 __all__ = [
-    "BlockPool", "DoesNotFitError", "GPU_PRESETS", "KVCacheManager", "MODEL_PRESETS", "Plan",
-    "ReplayResult", "Request", "Summary", "Trace", "TraceError", "TraceRequest", "plan",
-    "read_trace", "replay", "sweep",
+    "BlockPool", "ClusterReplayResult", "DoesNotFitError", "GPU_PRESETS", "KVCacheManager",
+    "MODEL_PRESETS", "Plan", "ROUTER_POLICIES", "ReplayResult", "Request", "SizeReport",
+    "Summary", "Trace", "TraceError", "TraceRequest", "plan", "read_trace", "replay", "size",
+    "sweep",
 ]
 __version__ = "0.1.0"
 
@@ -45,6 +47,8 @@ __version__ = "0.1.0"
 MODEL_PRESETS: tuple = tuple(s.strip() for s in _kvsim.MODEL_PRESETS.split(","))
 #: GPU presets accepted by ``gpu=``.
 GPU_PRESETS: tuple = tuple(s.strip() for s in _kvsim.GPU_PRESETS.split(","))
+#: Routing policies accepted by ``router=`` (the CLI's --router names, docs/cluster.md).
+ROUTER_POLICIES: tuple = tuple(_kvsim.ROUTER_POLICIES)
 
 
 def plan(
@@ -129,6 +133,7 @@ def read_trace(
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"read_trace(): path must be a path (got {path!r})")
     trace = Trace(_kvsim.read_trace(os.fspath(path), kw))
+    trace._read_kw = kw
     if trace._handle.bad_row_examples:
         warnings.warn(f"{trace.path}: rows dropped: {trace.dropped}; first bad rows: "
                       + " | ".join(trace._handle.bad_row_examples), stacklevel=2)
@@ -182,6 +187,19 @@ def replay(
     swap_bandwidth_gbps: Optional[float] = None,
     backend: Optional[str] = None,
     backend_max_layers: Optional[int] = None,
+    replicas: Optional[int] = None,
+    router: Optional[str] = None,
+    router_staleness_ms: Optional[float] = None,
+    router_seed: Optional[int] = None,
+    affinity_prefix_blocks: Optional[int] = None,
+    affinity_load_factor: Optional[float] = None,
+    kv_aware_load_weight: Optional[float] = None,
+    admission_max_waiting_requests: Optional[int] = None,
+    admission_max_waiting_tokens: Optional[int] = None,
+    slo_ttft_p99: Optional[float] = None,
+    slo_tpot_p99: Optional[float] = None,
+    slo_e2e_p99: Optional[float] = None,
+    slo_stop_early: bool = False,
     check_invariants: bool = False,
     timeline: bool = False,
     requests: bool = False,
@@ -198,6 +216,17 @@ def replay(
     ``requests=True`` keep the per-step / per-request tables (result.timeline,
     result.requests). Runs without the GIL; Ctrl-C raises KeyboardInterrupt within a few
     milliseconds of replay.
+
+    Cluster mode (``kvsim replay --replicas N --router R``, docs/cluster.md): any of the cluster
+    keywords runs the trace on ``replicas`` engine replicas (default 1) behind a ``router``
+    (ROUTER_POLICIES; default round-robin) that sees replica load as scraped every
+    ``router_staleness_ms`` (0 = live), with ``router_seed``, the prefix-affinity / kv-aware
+    knobs (affinity_prefix_blocks, affinity_load_factor, kv_aware_load_weight), admission
+    control (admission_max_waiting_requests / _tokens per replica, 0 = off) and latency
+    objectives (slo_ttft_p99, slo_tpot_p99, slo_e2e_p99 in seconds; slo_stop_early stops once
+    the p99 verdict is "fail"). The result is then a ClusterReplayResult: the cluster-wide
+    numbers under the same keys, the cluster keys, ``per_replica`` summaries and a ``replica``
+    column in the tables (as the CLI's cluster CSVs: when replicas > 1).
     """
     given = dict(locals())
     t = _as_trace("replay", given.pop("trace"))
@@ -205,11 +234,14 @@ def replay(
     plan_kw = _options.group("replay", given, _options.PLAN_KEYS)
     sched_kw = _options.group("replay", given, _options.SCHEDULER_KEYS)
     replay_kw = _options.group("replay", given, _options.REPLAY_KEYS)
+    clustered = _options.cluster_mode(given)
+    cluster_kw = _options.group("replay", given, _options.CLUSTER_KEYS) if clustered else None
     text, report, raw_timeline, raw_requests = _kvsim.replay(t._handle, plan_kw, sched_kw,
-                                                             replay_kw)
+                                                             replay_kw, cluster_kw)
     import json
 
-    result = ReplayResult(
+    result_type = ClusterReplayResult if clustered else ReplayResult
+    result = result_type(
         json.loads(text), report,
         None if raw_timeline is None else timeline_frame(raw_timeline),
         None if raw_requests is None else requests_frame(raw_requests))
@@ -296,6 +328,193 @@ def sweep(
                         axis("kv_cache_dtypes", str), axis("max_num_seqs", int),
                         axis("max_num_batched_tokens", int), jobs)
     return _frames.frame(_csv_columns(text, drop=("sweep_id",)))
+
+
+# `kvsim size`'s model/card flags (the card, TP, KV dtype, block size and pool sizes are
+# searched or would be wrong for most candidates, so size does not take them).
+_SIZE_PLAN_KEYS = (
+    "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype",
+    "gpu_memory_utilization", "overhead_gib", "quantization", "max_model_len",
+    "disable_hybrid_kv_cache_manager",
+)
+_SIZE_CLUSTER_KEYS = tuple(k for k in _options.CLUSTER_KEYS
+                           if k not in ("replicas", "slo_stop_early"))
+# The order in which `kvsim size` registers the flags it passes on to each candidate's
+# replay_command (cli/size_command.cpp replay_command_prefix walks them in this order): the
+# model/card flags, the trace flags, the scheduler flags, --max-num-batched-tokens, the SLO
+# flags and the router flags but --router (which the command names at its end).
+_REPLAY_COMMAND_ORDER = (
+    _SIZE_PLAN_KEYS + _options.TRACE_KEYS + _options.SCHEDULER_KEYS
+    + ("max_num_batched_tokens", "slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99")
+    + tuple(k for k in _SIZE_CLUSTER_KEYS if not k.startswith("slo_") and k != "router")
+)
+
+
+def _shell_quote(s: str) -> str:
+    """POSIX shell quoting as cli/size_command.cpp's shell_quote does it."""
+    plain = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=+@%")
+    if s and all(c in plain for c in s):
+        return s
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _flag_text(value: Any) -> str:
+    """A keyword's value as a command-line value (1.0 -> '1', 0.25 -> '0.25')."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    return str(value)
+
+
+def _replay_flags(given: dict) -> str:
+    """The flags of `kvsim replay` that reproduce the given keywords, in the CLI's order."""
+    out = ""
+    for key in _REPLAY_COMMAND_ORDER:
+        value = given.get(key)
+        if value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            # Only the CLI's flags exist: --skip-bad-rows (no --no-), --no-scheduler-reserve-
+            # full-isl (no positive flag: the default).
+            if value and key != "scheduler_reserve_full_isl":
+                out += " " + flag
+            elif not value and key != "skip_bad_rows":
+                out += " --no-" + key.replace("_", "-")
+            continue
+        out += f" {flag} {_shell_quote(_flag_text(value))}"
+    return out
+
+
+def size(
+    trace: Trace | str | os.PathLike,
+    *,
+    gpus: str | Sequence[str],
+    tp: int | Sequence[int],
+    slo_ttft_p99: float,
+    slo_tpot_p99: float,
+    slo_e2e_p99: Optional[float] = None,
+    kv_cache_dtype: str | Sequence[str] = (),
+    block_sizes: int | Sequence[int] = (),
+    max_num_seqs: int | Sequence[int] = (),
+    max_replicas: int = 64,
+    gpu_price: Optional[Mapping[str, float]] = None,
+    early_stop: bool = True,
+    jobs: int = 1,
+    model: Optional[str] = None,
+    config: Optional[str | os.PathLike] = None,
+    num_layers: Optional[int] = None,
+    num_kv_heads: Optional[int] = None,
+    head_dim: Optional[int] = None,
+    num_params: Optional[float] = None,
+    dtype: Optional[str] = None,
+    gpu_memory_utilization: Optional[float] = None,
+    overhead_gib: Optional[float] = None,
+    quantization: Optional[str] = None,
+    max_model_len: Optional[int] = None,
+    disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    max_num_batched_tokens: Optional[int] = None,
+    long_prefill_token_threshold: Optional[int] = None,
+    enable_chunked_prefill: Optional[bool] = None,
+    enable_prefix_caching: Optional[bool] = None,
+    scheduling_policy: Optional[str] = None,
+    watermark: Optional[float] = None,
+    scheduler_reserve_full_isl: Optional[bool] = None,
+    num_lookahead_tokens: Optional[int] = None,
+    async_scheduling: Optional[bool] = None,
+    step_time: Optional[str] = None,
+    router: Optional[str] = None,
+    router_staleness_ms: Optional[float] = None,
+    router_seed: Optional[int] = None,
+    affinity_prefix_blocks: Optional[int] = None,
+    affinity_load_factor: Optional[float] = None,
+    kv_aware_load_weight: Optional[float] = None,
+    admission_max_waiting_requests: Optional[int] = None,
+    admission_max_waiting_tokens: Optional[int] = None,
+) -> SizeReport:
+    """The cheapest deployment that serves a trace within a latency SLO (``kvsim size``,
+    docs/size.md): for every candidate ``gpus`` x ``tp`` x ``kv_cache_dtype`` x
+    ``block_sizes`` x ``max_num_seqs`` (each a value or a list; the last three default to
+    auto, 16 and vLLM's default for the card), the fewest replicas (up to ``max_replicas``)
+    whose cluster replay meets ``slo_ttft_p99`` and ``slo_tpot_p99`` (and ``slo_e2e_p99``;
+    seconds, p99 over all requests), ranked by cost = replicas x TP x ``gpu_price`` per
+    GPU-hour (``{"h100-80g": 2.5, ...}`` overrides the built-in table).
+
+    A model is required (``model``, ``config`` or the three shape keywords); the other
+    keywords are shared by every candidate and mean what they mean for replay(): model and
+    memory, scheduler, router and admission control. ``early_stop=False`` replays failing
+    probes to the end (``kvsim size --no-early-stop``). ``jobs`` searches that many (card, TP)
+    groups in parallel threads; results do not depend on it.
+
+    Returns a SizeReport: ``candidates`` (a DataFrame in rank order, the columns of ``kvsim size
+    --csv``, each with its ``replay_command``), ``recommended`` (the cheapest feasible
+    candidate, or None), ``trials`` and the CLI's JSON keys. ``replay_command`` names the
+    trace file and the keywords given (as ``kvsim replay`` flags); None for a trace built from
+    columns. Runs without the GIL; Ctrl-C raises KeyboardInterrupt before the next replay.
+    """
+    given = dict(locals())
+    t = _as_trace("size", given.pop("trace"))
+    if not (model is not None or config is not None
+            or (num_layers is not None and num_kv_heads is not None and head_dim is not None)):
+        raise ValueError("size(): a model is required (model, config, or num_layers, "
+                         "num_kv_heads and head_dim)")
+    for name in ("slo_ttft_p99", "slo_tpot_p99"):
+        if given[name] is None:
+            raise ValueError(f"size(): {name} is required (seconds)")
+    plan_kw = _options.group("size", given, _SIZE_PLAN_KEYS)
+    sched_kw = _options.group("size", given, _options.SCHEDULER_KEYS)
+    cluster_kw = _options.group("size", given, _SIZE_CLUSTER_KEYS)
+    batched = _options.group("size", given, ("max_num_batched_tokens",))
+    max_replicas = _options._check("size", "max_replicas", max_replicas)
+    early = _options._check("size", "early_stop", early_stop)
+    jobs = _options._check("size", "jobs", jobs)
+
+    def axis(name: str, kind: type) -> list:
+        values = given[name]
+        if isinstance(values, (str, int, np.integer)) and not isinstance(values, bool):
+            values = [values]
+        if not hasattr(values, "__iter__"):
+            raise TypeError(f"size(): {name} must be a value or a list (got {values!r})")
+        out = []
+        for v in values:
+            if kind is int and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise TypeError(f"size(): {name} must hold integers (got {v!r})")
+            if kind is str and not isinstance(v, str):
+                raise TypeError(f"size(): {name} must hold strings (got {v!r})")
+            out.append(kind(v))
+        return out
+
+    gpu_list, tp_list = axis("gpus", str), axis("tp", int)
+    for name, values in (("gpus", gpu_list), ("tp", tp_list)):
+        if not values:
+            raise ValueError(f"size(): {name} is required (a non-empty list)")
+    prices = []
+    for name, usd in (gpu_price or {}).items():
+        if not isinstance(name, str):
+            raise TypeError(f"size(): gpu_price keys must be GPU preset names (got {name!r})")
+        if isinstance(usd, bool) or not isinstance(usd, (int, float, np.number)):
+            raise TypeError(f"size(): gpu_price[{name!r}] must be a number (got {usd!r})")
+        if not (np.isfinite(usd) and usd > 0):
+            raise ValueError(f"size(): gpu_price[{name!r}] must be a finite number > 0 "
+                             f"(got {usd!r})")
+        prices.append(f"{name}={_flag_text(float(usd))}")
+
+    from_file = t._read_kw is not None
+    prefix = ("kvsim replay " + _shell_quote(t.path)
+              + _replay_flags({**(t._read_kw or {}), **plan_kw, **sched_kw, **batched,
+                               **cluster_kw}))
+    text, table = _kvsim.size(t._handle, plan_kw, sched_kw, batched.get("max_num_batched_tokens"),
+                              cluster_kw, gpu_list, tp_list, axis("kv_cache_dtype", str),
+                              axis("block_sizes", int), axis("max_num_seqs", int), max_replicas,
+                              prices, early, jobs, prefix)
+    import json
+
+    data = json.loads(text)
+    data.pop("size_id", None)
+    if not from_file:
+        for c in data["candidates"]:
+            if c["replay_command"]:
+                c["replay_command"] = None
+    return SizeReport(data, table)
 
 
 def _csv_columns(text: str, drop: Sequence[str] = ()) -> dict:

@@ -13,6 +13,8 @@ import numbers
 import os
 from typing import Any, Mapping
 
+from . import _kvsim
+
 # Which group each argument belongs to (the extension consumes exactly these keys).
 PLAN_KEYS = (
     "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype", "gpu",
@@ -29,31 +31,47 @@ REPLAY_KEYS = (
     "max_num_batched_tokens", "max_num_seqs", "backend", "backend_max_layers", "preemption_mode",
     "swap_space_gib", "swap_bandwidth_gbps", "check_invariants", "timeline", "requests",
 )
+# The cluster mode of replay (`kvsim replay --replicas N --router R ...`, docs/cluster.md); size
+# takes them all but replicas and slo_stop_early.
+CLUSTER_KEYS = (
+    "replicas", "router", "router_staleness_ms", "router_seed", "affinity_prefix_blocks",
+    "affinity_load_factor", "kv_aware_load_weight", "admission_max_waiting_requests",
+    "admission_max_waiting_tokens", "slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99",
+    "slo_stop_early",
+)
 TRACE_KEYS = (
     "format", "max_requests", "start", "duration", "time_scale", "arrival", "rate", "seed",
     "skip_bad_rows", "max_input_bytes", "max_line_bytes", "hash_block_size",
 )
 
-_STR = ("model", "dtype", "gpu", "quantization", "kv_cache_dtype", "step_time")
+_STR = ("model", "dtype", "gpu", "quantization", "kv_cache_dtype", "step_time", "router")
 _PATH = ("config",)
 _BOOL = ("enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
          "async_scheduling", "check_invariants", "timeline", "requests", "skip_bad_rows",
-         "disable_hybrid_kv_cache_manager")
+         "disable_hybrid_kv_cache_manager", "slo_stop_early", "early_stop")
 _INT_POSITIVE = ("num_layers", "num_kv_heads", "head_dim", "max_num_batched_tokens",
                  "max_num_seqs", "max_input_bytes", "max_line_bytes", "hash_block_size",
-                 "max_model_len", "concurrency", "jobs", "kv_cache_memory_bytes")
+                 "max_model_len", "concurrency", "jobs", "kv_cache_memory_bytes", "replicas",
+                 "affinity_prefix_blocks", "max_replicas")
 _INT_NON_NEGATIVE = ("long_prefill_token_threshold", "num_lookahead_tokens",
-                     "backend_max_layers", "max_requests", "seed")
+                     "backend_max_layers", "max_requests", "seed", "router_seed",
+                     "admission_max_waiting_requests", "admission_max_waiting_tokens")
 _INT_ANY = ("tensor_parallel_size", "block_size", "num_gpu_blocks_override")
-_FLOAT_POSITIVE = ("time_scale", "rate", "swap_bandwidth_gbps", "num_params", "vram_gib")
-_FLOAT_NON_NEGATIVE = ("start", "duration", "swap_space_gib")
-_FLOAT_ANY = ("gpu_memory_utilization", "overhead_gib", "weights_gib")
+_FLOAT_POSITIVE = ("time_scale", "rate", "swap_bandwidth_gbps", "num_params", "vram_gib",
+                   "slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99")
+_FLOAT_NON_NEGATIVE = ("start", "duration", "swap_space_gib", "router_staleness_ms",
+                       "kv_aware_load_weight")
+# Range-checked by the CLI's code (affinity_load_factor >= 1: cli/cluster_options.cpp).
+_FLOAT_ANY = ("gpu_memory_utilization", "overhead_gib", "weights_gib", "affinity_load_factor")
+# Integers the CLI parses as unsigned 64-bit.
+_UINT64 = ("seed", "router_seed")
 _CHOICES = {
     "scheduling_policy": ("fcfs", "priority"),
     "backend": ("null", "host", "cuda"),
     "preemption_mode": ("recompute", "swap"),
     "format": ("auto", "azure", "vidur", "burstgpt", "mooncake", "bailian", "sharegpt", "kvsim"),
     "arrival": ("trace", "all-at-once", "poisson"),
+    "router": tuple(_kvsim.ROUTER_POLICIES),
 }
 
 
@@ -87,6 +105,8 @@ def _check(fn: str, name: str, value: Any) -> Any:
             _fail(fn, f"{name} must be > 0 (got {value})")
         if name in _INT_NON_NEGATIVE and value < 0:
             _fail(fn, f"{name} must be >= 0 (got {value})")
+        if name in _UINT64 and value >= 2**64:
+            _fail(fn, f"{name} must be < 2**64 (got {value})")
         return value
     if name in _FLOAT_POSITIVE + _FLOAT_NON_NEGATIVE + _FLOAT_ANY + ("watermark",):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -127,3 +147,16 @@ def check_replay_combinations(fn: str, given: Mapping[str, Any]) -> None:
                 _fail(fn, f"{name} needs preemption_mode='swap'")
     if given.get("backend") in (None, "null") and given.get("backend_max_layers") is not None:
         _fail(fn, "backend_max_layers needs backend='host' or 'cuda'")
+    if given.get("slo_stop_early") and all(given.get(k) is None for k in
+                                           ("slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99")):
+        _fail(fn, "slo_stop_early needs an objective (slo_ttft_p99, slo_tpot_p99 or slo_e2e_p99)")
+    replicas = given.get("replicas")
+    if given.get("backend") not in (None, "null") and replicas is not None and replicas > 1:
+        _fail(fn, f"backend={given['backend']!r} needs replicas=1 (a cluster replay runs the null "
+                  "backend only: a host/cuda KV pool per replica would not fit one machine)")
+
+
+def cluster_mode(given: Mapping[str, Any]) -> bool:
+    """The CLI's rule: the cluster engine runs when any cluster or SLO flag is given (so
+    replicas=1 gives the cluster JSON; no cluster keyword, the plain replay's)."""
+    return any(given.get(k) is not None and given.get(k) is not False for k in CLUSTER_KEYS)

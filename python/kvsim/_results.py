@@ -104,14 +104,157 @@ class ReplayResult(Summary):
         return self.report
 
 
+class ClusterReplayResult(ReplayResult):
+    """``kvsim replay --replicas N --router R ... --json`` as an object: every key of a
+    ReplayResult with the cluster-wide values (counts summed, latencies over all requests,
+    mean_running per replica-step: docs/cluster.md), then replicas, router,
+    router_staleness_ms, router_seed, admission_max_waiting_requests/_tokens,
+    admission_rejected(_by_reason), stopped_early, slo (when an objective is set: thresholds,
+    met, attainment, goodput_rps, p99_verdict, violations) and per_replica. Also:
+
+    * ``per_replica``: one Summary per replica (``replica`` and the replay keys);
+    * ``replica_frame``: the same as a table, one row per replica (nested objects flattened
+      as ``latency.ttft.p99``);
+    * ``timeline`` / ``requests``: the columns of the CLI's cluster CSVs: with replicas > 1 a
+      first column ``replica`` (the replica that stepped / the request went to; -1 refused by
+      admission control, -2 never routed after an early stop), in ``requests`` also when
+      admission control refused a request; ``reject_reason`` then names admission refusals
+      (admission_queue_full, admission_token_limit);
+    * ``report`` / ``str()``: the CLI's cluster report.
+    """
+
+    __slots__ = ()
+
+    @property
+    def per_replica(self) -> list:
+        """One Summary per replica, in replica order."""
+        return [Summary(d) for d in self._data["per_replica"]]
+
+    @property
+    def replica_frame(self) -> Any:
+        """The per-replica summaries as a table (DataFrame; dict of NumPy arrays without
+        pandas), nested objects flattened with dotted names."""
+        rows = [_flatten(d) for d in self._data["per_replica"]]
+        names: list = []
+        for r in rows:
+            names += [k for k in r if k not in names]
+        return _frames.frame({k: _column([r.get(k) for r in rows]) for k in names})
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def _column(values: list) -> np.ndarray:
+    """JSON values as one NumPy column: bool, int64, float64 (None -> NaN) or object."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
+        return np.array(values, dtype=bool)
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        if len(present) == len(values):
+            return np.array(values, dtype=np.int64)
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    return np.array(values, dtype=object)
+
+
+class SizeReport(Summary):
+    """``kvsim size --json`` as an object: num_candidates, trace, requests, model, router,
+    max_replicas, slo, feasible (the count) and, cheapest first, the candidates. Also:
+
+    * ``candidates``: one row per candidate in rank order, the columns of ``kvsim size --csv``
+      (rank, candidate_index, gpu, tp, kv_cache_dtype, block_size, max_num_seqs, ...,
+      replicas, gpus, cost_per_hour, feasible, verdict, ttft_p99_s, ..., trials (the count),
+      reason, replay_command); NaN latencies for candidates never replayed;
+    * ``recommended``: the first candidate (a Summary of its JSON object: ``replay_command``,
+      ``trials``, ...) when it is feasible, else None;
+    * ``trials``: every replay the search ran, one row per trial (candidate_index, rank, then
+      the trial's replicas, meets_slo, stopped_early, p99s, ...);
+    * ``table`` / ``str()``: the ranked table ``kvsim size`` prints.
+
+    ``to_dict()`` is the CLI's JSON without ``size_id`` (a fingerprint of the CLI command line,
+    used only by ``kvsim size --merge``).
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self, data: Mapping[str, Any], table: str) -> None:
+        """Built by kvsim.size()."""
+        super().__init__(data)
+        object.__setattr__(self, "_table", table)
+
+    @property
+    def candidates(self) -> Any:
+        """All candidates in rank order (see the class doc)."""
+        rows = []
+        for rank, c in enumerate(self._data["candidates"], start=1):
+            row = {"rank": rank}
+            for k in _SIZE_CSV_COLUMNS[1:]:
+                row[k] = len(c["trials"]) if k == "trials" else c[k]
+            rows.append(row)
+        cols = {k: _column([r[k] for r in rows]) for k in _SIZE_CSV_COLUMNS}
+        for k in ("ttft_p99_s", "tpot_p99_s", "e2e_p99_s", "slo_attainment",
+                  "mean_running_per_replica", "price_per_gpu_hour", "cost_per_hour",
+                  "vllm_max_concurrency"):
+            cols[k] = np.array([np.nan if r[k] is None else float(r[k]) for r in rows],
+                               dtype=np.float64)
+        return _frames.frame(cols)
+
+    @property
+    def recommended(self) -> Any:
+        """The cheapest candidate that meets the SLO (a Summary), or None."""
+        first = self._data["candidates"][:1]
+        return Summary(first[0]) if first and first[0]["feasible"] else None
+
+    @property
+    def trials(self) -> Any:
+        """Every replay of the search, one row per trial (see the class doc)."""
+        rows = []
+        for rank, c in enumerate(self._data["candidates"], start=1):
+            for t in c["trials"]:
+                rows.append({"candidate_index": c["candidate_index"], "rank": rank, **t})
+        names = ["candidate_index", "rank", *_TRIAL_KEYS]
+        return _frames.frame({k: _column([r[k] for r in rows]) if rows else
+                              np.array([], dtype=np.float64) for k in names})
+
+    @property
+    def table(self) -> str:
+        """The ranked table ``kvsim size`` prints."""
+        return self._table
+
+    def __str__(self) -> str:
+        return self._table
+
+
+# `kvsim size --csv`'s header (sim/src/sweep/size_table.cpp size_csv_header).
+_SIZE_CSV_COLUMNS = (
+    "rank", "candidate_index", "gpu", "tp", "kv_cache_dtype", "block_size", "max_num_seqs",
+    "max_num_batched_tokens", "num_gpu_blocks", "replicas", "gpus", "price_per_gpu_hour",
+    "cost_per_hour", "feasible", "verdict", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s",
+    "slo_attainment", "mean_running_per_replica", "formula_max_concurrency",
+    "vllm_max_concurrency", "trials", "reason", "replay_command",
+)
+# The keys of one trial in the JSON (size_json.cpp trial_json).
+_TRIAL_KEYS = ("replicas", "meets_slo", "stopped_early", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s",
+               "slo_attainment", "mean_running_per_replica", "finished", "rejected")
+
+
 def plan_from_json(text: str) -> Plan:
     return Plan(json.loads(text))
 
 
 def timeline_frame(raw: Mapping[str, np.ndarray]) -> Any:
-    """The extension's timeline columns (zero-copy views) as ``--timeline``'s table."""
-    cols: dict = {"step": raw["step"], "time_s": _frames.seconds(raw["time_ns"]),
-                  "duration_s": _frames.seconds(raw["duration_ns"])}
+    """The extension's timeline columns (zero-copy views) as ``--timeline``'s table (with the
+    cluster CSV's first column ``replica`` when the extension sends one)."""
+    cols: dict = {"replica": raw["replica"]} if "replica" in raw else {}
+    cols |= {"step": raw["step"], "time_s": _frames.seconds(raw["time_ns"]),
+             "duration_s": _frames.seconds(raw["duration_ns"])}
     for k in ("running", "waiting", "scheduled_reqs", "scheduled_tokens", "prefill_tokens",
               "decode_tokens", "used_blocks", "free_blocks", "cached_blocks", "padding_tokens",
               "preemptions"):
@@ -124,10 +267,13 @@ def timeline_frame(raw: Mapping[str, np.ndarray]) -> Any:
 
 
 def requests_frame(raw: Mapping[str, np.ndarray]) -> Any:
-    """The extension's request columns as ``--requests``' table."""
+    """The extension's request columns as ``--requests``' table (with the cluster CSV's first
+    column ``replica`` and admission refusals as reject reasons when the extension sends
+    them)."""
     arrival = raw["arrival_ns"]
-    cols: dict = {"request_id": raw["request_id"], "source_line": raw["source_line"],
-                  "arrival_s": _frames.seconds(arrival)}
+    cols: dict = {"replica": raw["replica"]} if "replica" in raw else {}
+    cols |= {"request_id": raw["request_id"], "source_line": raw["source_line"],
+             "arrival_s": _frames.seconds(arrival)}
     for k in ("prompt_tokens", "max_tokens", "output_tokens", "priority"):
         cols[k] = raw[k]
     for k in ("first_scheduled", "first_token", "finish"):
@@ -141,6 +287,13 @@ def requests_frame(raw: Mapping[str, np.ndarray]) -> Any:
     status = np.where(finished, 0, np.where(rejected, 1, 2)).astype(np.int8)
     cols["status"] = _frames.categorical(status, ("finished", "rejected", "unfinished"))
     reason = np.where(rejected, raw["reject_reason"].astype(np.int16), -1).astype(np.int16)
-    cols["reject_reason"] = _frames.categorical(reason, _kvsim.REJECT_REASON_NAMES)
+    names = list(_kvsim.REJECT_REASON_NAMES)
+    if "admission_reason" in raw:
+        # Admission refusals (codes 1, 2; 0 = none) follow the engine's reasons, as the cluster
+        # CSV names them instead of the record's reject_reason.
+        admission = raw["admission_reason"].astype(np.int16)
+        reason = np.where(admission > 0, len(names) - 1 + admission, reason).astype(np.int16)
+        names += list(_kvsim.ADMISSION_REASON_NAMES)[1:]
+    cols["reject_reason"] = _frames.categorical(reason, names)
     cols["swap_outs"] = raw["swap_outs"]
     return _frames.frame(cols)

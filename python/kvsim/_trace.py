@@ -31,7 +31,9 @@ class Trace:
     :class:`TraceRequest` rows; :meth:`to_pandas` gives a DataFrame.
     """
 
-    __slots__ = ("_handle", "_columns")
+    # _read_kw: the read_trace keywords a trace file was read with (None for a trace built from
+    # columns), so that kvsim.size can write the `kvsim replay` command reproducing a result.
+    __slots__ = ("_handle", "_columns", "_read_kw")
 
     def __init__(self, handle: "_kvsim._Trace") -> None:
         """Wraps an extension handle; use read_trace, from_arrays or from_pandas instead."""
@@ -39,6 +41,7 @@ class Trace:
             raise TypeError("use kvsim.read_trace(), Trace.from_arrays() or Trace.from_pandas()")
         self._handle = handle
         self._columns: Optional[dict] = None
+        self._read_kw: Optional[dict] = None
 
     @classmethod
     def from_arrays(

@@ -8,6 +8,7 @@ namespace kvsim::python {
 void register_errors(nanobind::module_& m);     // module.cpp
 void register_trace(nanobind::module_& m);      // trace_binding.cpp
 void register_runs(nanobind::module_& m);       // run_binding.cpp: plan, replay, sweep
+void register_size(nanobind::module_& m);       // size_binding.cpp: size
 void register_allocator(nanobind::module_& m);  // allocator_binding.cpp
 
 }  // namespace kvsim::python

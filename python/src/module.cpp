@@ -70,5 +70,6 @@ NB_MODULE(_kvsim, m) {
   kvsim::python::register_errors(m);
   kvsim::python::register_trace(m);
   kvsim::python::register_runs(m);
+  kvsim::python::register_size(m);
   kvsim::python::register_allocator(m);
 }

@@ -131,4 +131,24 @@ ReplayOnlyOptions replay_options_from(nb::dict kwargs) {
   return o;
 }
 
+cli::ClusterOptions cluster_options_from(nb::dict kwargs) {
+  Kwargs k(kwargs, "cluster options");
+  cli::ClusterOptions o;
+  k.take("replicas", o.replicas);
+  k.take("router", o.router);
+  k.take("router_staleness_ms", o.router_staleness_ms);
+  k.take("router_seed", o.router_seed);
+  k.take("affinity_prefix_blocks", o.affinity_prefix_blocks);
+  k.take("affinity_load_factor", o.affinity_load_factor);
+  k.take("kv_aware_load_weight", o.kv_aware_load_weight);
+  k.take("admission_max_waiting_requests", o.admission_max_waiting_requests);
+  k.take("admission_max_waiting_tokens", o.admission_max_waiting_tokens);
+  k.take("slo_ttft_p99", o.slo_ttft_p99);
+  k.take("slo_tpot_p99", o.slo_tpot_p99);
+  k.take("slo_e2e_p99", o.slo_e2e_p99);
+  k.take("slo_stop_early", o.slo_stop_early);
+  k.finish();
+  return o;
+}
+
 }  // namespace kvsim::python

@@ -14,6 +14,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "cluster_options.h"
 #include "kvsim/sim/traces/trace.h"
 #include "plan_options.h"
 #include "scheduler_options.h"
@@ -38,5 +39,9 @@ cli::PlanOptions plan_options_from(nanobind::dict kwargs);
 cli::SchedulerOptions scheduler_options_from(nanobind::dict kwargs);
 TraceReadOptions trace_options_from(nanobind::dict kwargs);
 ReplayOnlyOptions replay_options_from(nanobind::dict kwargs);
+// The cluster keywords of replay() and size() (cli/cluster_options.h's flags: replicas, router,
+// router_staleness_ms, router_seed, affinity_*, kv_aware_load_weight, admission_*, slo_*_p99,
+// slo_stop_early). Values are range-checked afterwards by cli::to_cluster_config, as the CLI's.
+cli::ClusterOptions cluster_options_from(nanobind::dict kwargs);
 
 }  // namespace kvsim::python

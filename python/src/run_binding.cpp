@@ -1,7 +1,7 @@
-// plan, replay and sweep: the same resolution, engine and JSON/CSV writers as `kvsim plan`,
-// `kvsim replay` and `kvsim sweep` (cli/*_command.cpp), with the results handed to Python as JSON
-// text (parsed by the Python layer into attribute objects), CSV text (sweep) and NumPy columns
-// over the replay's own record vectors (timeline, requests).
+// plan, replay (one engine or a cluster) and sweep: the same resolution, engine and JSON/CSV
+// writers as `kvsim plan`, `kvsim replay` and `kvsim sweep` (cli/*_command.cpp), with the
+// results handed to Python as JSON text (parsed by the Python layer into attribute objects), CSV
+// text (sweep) and NumPy columns over the replay's own record vectors (timeline, requests).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -19,15 +19,18 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "cluster_options.h"
 #include "columns.h"
 #include "interruptible.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/cuda/backend_factory.h"
+#include "kvsim/sim/cluster/cluster_replay.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/replay_setup.h"
 #include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/metrics/cluster_report.h"
 #include "kvsim/sim/metrics/report.h"
 #include "kvsim/sim/sweep/sweep.h"
 #include "options.h"
@@ -142,13 +145,39 @@ std::vector<std::string> admission_stop_names() {
   return names;
 }
 
+// A zero-copy column over a vector of scalars (one value per timeline row or request).
+template <typename T>
+nb::object scalar_column(std::vector<T>&& values_in) {
+  using Stored = Storage<T>;
+  auto held = std::make_unique<std::vector<T>>(std::move(values_in));
+  const std::vector<T>& values = *held;
+  nb::capsule owner = make_owner(std::move(held));
+  return nb::cast(field_view<const Stored>(values, 0, owner));
+}
+
 // `kvsim replay` (cli/replay_command.cpp run()) minus printing: returns the JSON summary (the
-// same object as --json), the timeline and the request records.
+// same object as --json), the human report, the timeline and the request records. With
+// `cluster_kwargs` (the CLI's cluster mode: any cluster or SLO flag given) the replay runs on
+// the cluster engine and the JSON/report are the cluster ones; the tables then carry the CLI's
+// cluster columns exactly when its CSVs do: `replica` in the timeline when replicas > 1,
+// `replica` and `admission_reason` (codes of AdmissionRejectReason) in the requests when
+// replicas > 1 or admission control refused a request.
 nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_kwargs,
-                 nb::dict replay_kwargs) {
+                 nb::dict replay_kwargs, std::optional<nb::dict> cluster_kwargs) {
   cli::PlanOptions plan_opts = plan_options_from(plan_kwargs);
   const cli::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
   const ReplayOnlyOptions o = replay_options_from(replay_kwargs);
+  std::optional<ClusterConfig> cluster;
+  if (cluster_kwargs) {
+    const cli::ClusterOptions co = cluster_options_from(*cluster_kwargs);
+    if (o.backend != "null" && co.replicas > 1) {
+      throw std::invalid_argument(fmt::format(
+          "backend '{}': a cluster replay (replicas={}) runs the null backend only (a host/cuda "
+          "KV pool per replica would not fit one machine); drop backend or use replicas=1",
+          o.backend, co.replicas));
+    }
+    cluster = cli::to_cluster_config(co);
+  }
   const Trace& trace = *handle.trace;
   cli::require_requests(trace, handle.options);
 
@@ -182,21 +211,6 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   const KvBackendConfig bc =
       kv_backend_config_for(plan, parse_kv_backend_kind(o.backend), sc.block_size,
                             sc.num_host_swap_slots, o.backend_max_layers);
-  const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
-
-  std::atomic<bool> stop{false};
-  ReplayResult result = run_interruptible(
-      [&] {
-        const ProgressCallback progress = [&stop](int64_t, int64_t, int64_t) {
-          if (stop.load(std::memory_order_relaxed)) throw Cancelled();
-        };
-        return run_replay(rc, trace, *backend, *step_time, progress);
-      },
-      stop);
-  if (result.summary.backend_verified && !result.summary.verification.ok) {
-    throw std::runtime_error("KV backend verification failed: " +
-                             result.summary.verification.detail);
-  }
 
   ReportContext ctx;
   ctx.trace_path = trace.path;
@@ -218,11 +232,50 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   ctx.num_layers = plan.num_layers;
   ctx.backend_layers = bc.pool_model_layers();
 
-  const std::string json = replay_summary_json(result.summary, ctx).dump();
-  const std::string report = format_replay_report(result.summary, ctx);
+  std::atomic<bool> stop{false};
+  const ProgressCallback progress = [&stop](int64_t, int64_t, int64_t) {
+    if (stop.load(std::memory_order_relaxed)) throw Cancelled();
+  };
+  const auto verify = [](const ReplaySummary& s) {
+    if (s.backend_verified && !s.verification.ok) {
+      throw std::runtime_error("KV backend verification failed: " + s.verification.detail);
+    }
+  };
   nb::object timeline = nb::none(), requests = nb::none();
-  if (o.timeline) timeline = timeline_columns(std::move(result.timeline));
-  if (o.requests) requests = request_columns(std::move(result.requests));
+  std::string json, report;
+  if (cluster) {
+    // The cluster engine builds its replicas' backends itself (one, with replicas=1).
+    const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
+    ClusterResult result = run_interruptible(
+        [&] { return run_cluster_replay(rc, *cluster, trace, backends, *step_time, progress); },
+        stop);
+    verify(result.cluster.summary);
+    json = cluster_summary_json(result, *cluster, ctx).dump();
+    report = format_cluster_report(result, *cluster, ctx);
+    const bool replica_column = cluster->replicas > 1;
+    if (o.timeline) {
+      nb::dict cols = timeline_columns(std::move(result.cluster.timeline));
+      if (replica_column) cols["replica"] = scalar_column(std::move(result.timeline_replica));
+      timeline = cols;
+    }
+    if (o.requests) {
+      nb::dict cols = request_columns(std::move(result.cluster.requests));
+      if (replica_column || result.admission_rejected > 0) {
+        cols["replica"] = scalar_column(std::move(result.request_replica));
+        cols["admission_reason"] = scalar_column(std::move(result.admission_reason));
+      }
+      requests = cols;
+    }
+  } else {
+    const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
+    ReplayResult result = run_interruptible(
+        [&] { return run_replay(rc, trace, *backend, *step_time, progress); }, stop);
+    verify(result.summary);
+    json = replay_summary_json(result.summary, ctx).dump();
+    report = format_replay_report(result.summary, ctx);
+    if (o.timeline) timeline = timeline_columns(std::move(result.timeline));
+    if (o.requests) requests = request_columns(std::move(result.requests));
+  }
   return nb::make_tuple(json, report, timeline, requests);
 }
 
@@ -285,9 +338,10 @@ void register_runs(nb::module_& m) {
         nb::arg("max_num_batched_tokens").none(), nb::arg("max_num_seqs").none(),
         nb::arg("async_scheduling"), "`kvsim plan --json`: the plan as JSON text.");
   m.def("replay", &replay, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
-        nb::arg("replay_options"),
-        "`kvsim replay`: (JSON summary text, human report, timeline columns or None, request "
-        "columns or None). Runs without the GIL; Ctrl-C raises KeyboardInterrupt.");
+        nb::arg("replay_options"), nb::arg("cluster_options").none() = nb::none(),
+        "`kvsim replay` (with cluster_options: its cluster mode, `--replicas N --router ...`): "
+        "(JSON summary text, human report, timeline columns or None, request columns or None). "
+        "Runs without the GIL; Ctrl-C raises KeyboardInterrupt.");
   m.def("sweep", &sweep, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
         nb::arg("block_sizes"), nb::arg("gpu_memory_utilizations"), nb::arg("num_gpu_blocks"),
         nb::arg("kv_cache_dtypes"), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
@@ -296,6 +350,8 @@ void register_runs(nb::module_& m) {
         "KeyboardInterrupt before the next grid point starts.");
   m.attr("ADMISSION_STOP_NAMES") = admission_stop_names();
   m.attr("REJECT_REASON_NAMES") = code_names<RejectReason>(kNumRejectReasons);
+  m.attr("ADMISSION_REASON_NAMES") = code_names<AdmissionRejectReason>(kNumAdmissionRejectReasons);
+  m.attr("ROUTER_POLICIES") = code_names<RouterPolicy>(kNumRouterPolicies);
   m.attr("MODEL_PRESETS") = model_preset_names();
   m.attr("GPU_PRESETS") = gpu_preset_names();
 }
