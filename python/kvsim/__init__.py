@@ -433,8 +433,9 @@ def size(
 ) -> SizeReport:
     """The cheapest deployment that serves a trace within a latency SLO (``kvsim size``,
     docs/size.md): for every candidate ``gpus`` x ``tp`` x ``kv_cache_dtype`` x
-    ``block_sizes`` x ``max_num_seqs`` (each a value or a list; the last three default to
-    auto, 16 and vLLM's default for the card), the fewest replicas (up to ``max_replicas``)
+    ``block_sizes`` x ``max_num_seqs`` (each a value or a list, strings also comma-separated
+    as on the command line; the last three default to auto, 16 and vLLM's default for the
+    card), the fewest replicas (up to ``max_replicas``)
     whose cluster replay meets ``slo_ttft_p99`` and ``slo_tpot_p99`` (and ``slo_e2e_p99``;
     seconds, p99 over all requests), ranked by cost = replicas x TP x ``gpu_price`` per
     GPU-hour (``{"h100-80g": 2.5, ...}`` overrides the built-in table).
@@ -470,7 +471,9 @@ def size(
 
     def axis(name: str, kind: type) -> list:
         values = given[name]
-        if isinstance(values, (str, int, np.integer)) and not isinstance(values, bool):
+        if isinstance(values, str):
+            values = values.split(",")  # "l40s,h100-80g" as on the command line
+        elif isinstance(values, (int, np.integer)) and not isinstance(values, bool):
             values = [values]
         if not hasattr(values, "__iter__"):
             raise TypeError(f"size(): {name} must be a value or a list (got {values!r})")

@@ -170,3 +170,14 @@ def test_ctrl_c_interrupts_a_cluster_replay():
         kvsim.replay(trace, model="qwen2.5-7b", replicas=2, check_invariants=True)
     timer.join()
     assert time.monotonic() - start < 30
+
+
+def test_without_pandas_tables_are_numpy(monkeypatch):
+    from kvsim import _frames
+    monkeypatch.setattr(_frames, "_pd", None)
+    r = kvsim.replay(kvsim.read_trace(BURSTGPT), model="qwen2.5-7b", replicas=3,
+                     timeline=True, requests=True)
+    assert isinstance(r.replica_frame, dict) and r.replica_frame["replica"].tolist() == [0, 1, 2]
+    assert r.requests["replica"].dtype == np.int32
+    assert np.bincount(r.requests["replica"]).tolist() == [p["requests"] for p in r.per_replica]
+    assert set(np.unique(r.timeline["replica"])) == {0, 1, 2}

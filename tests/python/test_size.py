@@ -33,7 +33,7 @@ CASES = {
     "mooncake-70b-verdicts": (
         MOONCAKE, dict(max_requests=200),
         dict(model="llama-3.1-70b", max_model_len=131072, gpu_memory_utilization=0.92,
-             slo_ttft_p99=2, slo_tpot_p99=0.1, slo_e2e_p99=60.5, gpus="l40s,h100-80g".split(","),
+             slo_ttft_p99=2, slo_tpot_p99=0.1, slo_e2e_p99=60.5, gpus="l40s,h100-80g",
              tp=[1, 3, 4], block_sizes=[16, 32], max_num_seqs=64,
              enable_prefix_caching=False, async_scheduling=False, step_time="fixed:15",
              gpu_price={"h100-80g": 2.5}, router="prefix-affinity", router_seed=3,
@@ -219,3 +219,19 @@ def test_size_is_in_the_type_stubs():
     hints = inspect.signature(kvsim.size).parameters
     assert hints["slo_ttft_p99"].kind is inspect.Parameter.KEYWORD_ONLY
     assert inspect.signature(kvsim.replay).parameters["replicas"].default is None
+
+
+def test_results_do_not_depend_on_jobs(py_runs):
+    path, read_kw, kw, _ = CASES["azure-conv-mixed"]
+    one = kvsim.size(kvsim.read_trace(path, **read_kw), **dict(kw, jobs=1))
+    assert one.to_dict() == py_runs["azure-conv-mixed"].to_dict()
+
+
+def test_without_pandas_tables_are_numpy(monkeypatch, py_runs):
+    from kvsim import _frames
+    monkeypatch.setattr(_frames, "_pd", None)
+    r = py_runs["azure-conv-mixed"]
+    c = r.candidates
+    assert isinstance(c, dict) and c["rank"].tolist() == list(range(1, r.num_candidates + 1))
+    assert c["feasible"].dtype == bool and c["ttft_p99_s"].dtype == np.float64
+    assert isinstance(r.trials, dict) and len(r.trials["replicas"]) == c["trials"].sum()
