@@ -38,6 +38,7 @@
 #include "kvsim/sim/traces/trace_line_reader.h"
 #include "output_files.h"
 #include "plan_options.h"
+#include "run_fingerprint.h"
 #include "scheduler_options.h"
 #include "trace_options.h"
 #include "validators.h"
@@ -129,27 +130,7 @@ std::string replay_command(const std::string& prefix, const SizeOptions& o, cons
 // Everything that defines the results, canonically: each result-affecting flag as given, and
 // the requests actually read (so shards read from differently named copies of one trace match).
 uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
-  std::string canon = "kvsim size 1\x1e";
-  for (const CLI::Option* opt : cmd.get_options()) {
-    const std::string name = opt->get_name();
-    if (opt->count() == 0 || is_execution_flag(name) || name == "TRACE") continue;
-    canon += name + "=";
-    for (const std::string& r : opt->results()) canon += r + "\x1f";
-    canon += "\x1e";
-  }
-  std::string reqs;
-  for (const TraceRequest& r : trace.requests) {
-    reqs += fmt::format("{},{},{},{},{};", r.arrival_ns, r.input_tokens, r.output_tokens,
-                        r.priority, r.hash_block_size);
-    if (r.hash_ids) {
-      for (uint64_t h : *r.hash_ids) reqs += fmt::format("{:x} ", h);
-    }
-    if (r.prompt_token_ids) {
-      for (int32_t t : *r.prompt_token_ids) reqs += fmt::format("{} ", t);
-    }
-  }
-  canon += fmt::format("trace={:016x}", sweep_fingerprint(reqs));
-  return sweep_fingerprint(canon);
+  return run_fingerprint("kvsim size 1\x1e", cmd, trace, is_execution_flag);
 }
 
 // tools/plot_size.py: next to this source file's directory (the tree kvsim was built from),

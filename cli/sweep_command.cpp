@@ -23,6 +23,7 @@
 #include "kvsim/sim/traces/trace_line_reader.h"
 #include "output_files.h"
 #include "plan_options.h"
+#include "run_fingerprint.h"
 #include "scheduler_options.h"
 #include "trace_options.h"
 #include "validators.h"
@@ -63,27 +64,7 @@ std::string read_file(const std::string& path) {
 // given (name=values), and the requests actually read (arrival, lengths, priority, prefix ids),
 // so shards read from differently named copies of one trace still match.
 uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
-  std::string canon;
-  for (const CLI::Option* opt : cmd.get_options()) {
-    const std::string name = opt->get_name();
-    if (opt->count() == 0 || is_execution_flag(name) || name == "TRACE") continue;
-    canon += name + "=";
-    for (const std::string& r : opt->results()) canon += r + "\x1f";
-    canon += "\x1e";
-  }
-  std::string reqs;
-  for (const TraceRequest& r : trace.requests) {
-    reqs += fmt::format("{},{},{},{},{};", r.arrival_ns, r.input_tokens, r.output_tokens,
-                        r.priority, r.hash_block_size);
-    if (r.hash_ids) {
-      for (uint64_t h : *r.hash_ids) reqs += fmt::format("{:x} ", h);
-    }
-    if (r.prompt_token_ids) {
-      for (int32_t t : *r.prompt_token_ids) reqs += fmt::format("{} ", t);
-    }
-  }
-  canon += fmt::format("trace={:016x}", sweep_fingerprint(reqs));
-  return sweep_fingerprint(canon);
+  return run_fingerprint("", cmd, trace, is_execution_flag);
 }
 
 void run_merge(const CLI::App& cmd, const SweepOptions& o) {

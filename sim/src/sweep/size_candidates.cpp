@@ -1,45 +1,17 @@
 // kvsim size: the candidate grid (card x TP x KV dtype x block size x max_num_seqs).
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
+#include "kvsim/sim/sweep/grid_axis.h"
 #include "kvsim/sim/sweep/size.h"
 
 namespace kvsim {
-namespace {
-
-template <typename T>
-void check_unique(const std::vector<T>& values, std::string_view flag) {
-  std::set<T> seen;
-  for (const T& v : values) {
-    if constexpr (std::is_arithmetic_v<T>) {
-      if (!(v > 0)) {
-        throw std::invalid_argument(fmt::format("{}: values must be > 0, got {}", flag, v));
-      }
-    } else {
-      if (v.empty()) throw std::invalid_argument(fmt::format("{}: empty value", flag));
-    }
-    if (!seen.insert(v).second) {
-      throw std::invalid_argument(fmt::format("{}: value {} given twice", flag, v));
-    }
-  }
-}
-
-template <typename T>
-std::vector<std::optional<T>> axis_values(const std::vector<T>& values) {
-  if (values.empty()) return {std::nullopt};
-  return {values.begin(), values.end()};
-}
-
-}  // namespace
-
 std::string SizeCandidate::describe() const {
   std::string s = fmt::format("{} tp={} kv={}", gpu, tensor_parallel_size, kv_cache_dtype);
   if (block_size) s += fmt::format(" bs={}", *block_size);
@@ -61,8 +33,8 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
       throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
     }
   }
-  check_unique(gpus, "--gpus");
-  check_unique(axes.tensor_parallel_sizes, "--tp");
+  check_grid_axis(gpus, "--gpus");
+  check_grid_axis(axes.tensor_parallel_sizes, "--tp");
   for (int32_t tp : axes.tensor_parallel_sizes) {
     if (tp > kMaxTensorParallelSize) {
       throw std::invalid_argument(fmt::format("--tp: {} is above the largest supported size {}", tp,
@@ -71,17 +43,17 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
   }
   const std::vector<std::string> dtypes =
       axes.kv_cache_dtypes.empty() ? std::vector<std::string>{"auto"} : axes.kv_cache_dtypes;
-  check_unique(dtypes, "--kv-cache-dtype");
-  check_unique(axes.block_sizes, "--block-sizes");
-  check_unique(axes.max_num_seqs, "--max-num-seqs");
+  check_grid_axis(dtypes, "--kv-cache-dtype");
+  check_grid_axis(axes.block_sizes, "--block-sizes");
+  check_grid_axis(axes.max_num_seqs, "--max-num-seqs");
 
   std::vector<SizeCandidate> out;
   int64_t group = 0;
   for (const std::string& gpu : gpus) {
     for (int32_t tp : axes.tensor_parallel_sizes) {
       for (const std::string& dtype : dtypes) {
-        for (const auto& bs : axis_values(axes.block_sizes)) {
-          for (const auto& seqs : axis_values(axes.max_num_seqs)) {
+        for (const auto& bs : grid_axis_values(axes.block_sizes)) {
+          for (const auto& seqs : grid_axis_values(axes.max_num_seqs)) {
             SizeCandidate c;
             c.index = static_cast<int64_t>(out.size());
             c.group = group;

@@ -1,17 +1,15 @@
 // kvsim size: the replica search per candidate, and the search over all candidates.
 #include <algorithm>
-#include <atomic>
 #include <exception>
-#include <new>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include <fmt/core.h>
 
+#include "kvsim/sim/sweep/run_units_in_order.h"
 #include "kvsim/sim/sweep/size.h"
 
 namespace kvsim {
@@ -161,52 +159,23 @@ std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
     units.back().second = i + 1;
   }
   std::vector<SizeResult> results(mine.size());
-  std::vector<std::exception_ptr> errors(mine.size());
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  // As run_sweep: workers claim groups in order and write only their own slots; a claimed group
-  // runs to its end or its own failure, and after a failure no new group starts, so the lowest
-  // failing candidate is always among the failures. Within a group, each search starts from the
-  // last answer (the same on any thread: jobs-independent).
-  auto work = [&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-      const size_t u = next.fetch_add(1);
-      if (u >= units.size()) return;
-      int32_t guess = 1;
-      for (size_t i = units[u].first; i < units[u].second; ++i) {
-        try {
+  // A group's candidates run in order on one thread, each search starting from the last answer
+  // (the same on any thread: jobs-independent). `at[u]` is the candidate unit u was running, so
+  // a failure is reported against it.
+  std::vector<size_t> at(units.size());
+  const std::vector<std::exception_ptr> errors =
+      run_units_in_order(units.size(), options.jobs, [&](size_t u) {
+        int32_t guess = 1;
+        for (size_t i = units[u].first; i < units[u].second; ++i) {
+          at[u] = i;
           results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas, guess);
           if (!results[i].trials.empty()) guess = results[i].replicas;
-        } catch (...) {
-          errors[i] = std::current_exception();
-          stop.store(true, std::memory_order_relaxed);
-          return;
         }
-      }
-    }
-  };
-  const size_t num_threads = std::min<size_t>(static_cast<size_t>(options.jobs), units.size());
-  if (num_threads <= 1) {
-    work();
-  } else {
-    std::vector<std::jthread> threads;
-    threads.reserve(num_threads);
-    for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(work);
-  }
-  for (size_t i = 0; i < mine.size(); ++i) {
-    if (!errors[i]) continue;
-    const std::string where =
-        fmt::format("size candidate {} ({})", mine[i]->index, mine[i]->describe());
-    try {
-      std::rethrow_exception(errors[i]);
-    } catch (const std::bad_alloc&) {
-      throw;
-    } catch (const std::invalid_argument& e) {
-      std::throw_with_nested(std::invalid_argument(fmt::format("{}: {}", where, e.what())));
-    } catch (const std::exception& e) {
-      std::throw_with_nested(std::runtime_error(fmt::format("{}: {}", where, e.what())));
-    } catch (...) {
-      std::throw_with_nested(std::runtime_error(where + ": unknown error"));
+      });
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (errors[u]) {
+      const SizeCandidate& c = *mine[at[u]];
+      rethrow_with_context(errors[u], fmt::format("size candidate {} ({})", c.index, c.describe()));
     }
   }
   return results;

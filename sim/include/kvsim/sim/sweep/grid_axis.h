@@ -1,0 +1,42 @@
+// One axis of a grid of runs (kvsim sweep's block sizes, kvsim size's cards, ...): the values a
+// flag lists, checked, and expanded with "unset" standing for an axis the user did not give.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/core.h>
+
+namespace kvsim {
+
+// Throws std::invalid_argument naming `flag` when a value is not > 0 (numbers) or empty
+// (strings), or appears twice.
+template <typename T>
+void check_grid_axis(const std::vector<T>& values, std::string_view flag) {
+  std::set<T> seen;
+  for (const T& v : values) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      if (!(v > 0)) {
+        throw std::invalid_argument(fmt::format("{}: values must be > 0, got {}", flag, v));
+      }
+    } else {
+      if (v.empty()) throw std::invalid_argument(fmt::format("{}: empty value", flag));
+    }
+    if (!seen.insert(v).second) {
+      throw std::invalid_argument(fmt::format("{}: value {} given twice", flag, v));
+    }
+  }
+}
+
+// The axis's entries for a nested-loop expansion: the values, or one "unset" entry when none.
+template <typename T>
+std::vector<std::optional<T>> grid_axis_values(const std::vector<T>& values) {
+  if (values.empty()) return {std::nullopt};
+  return {values.begin(), values.end()};
+}
+
+}  // namespace kvsim
