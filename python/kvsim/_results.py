@@ -114,7 +114,7 @@ class ClusterReplayResult(ReplayResult):
 
     * ``per_replica``: one Summary per replica (``replica`` and the replay keys);
     * ``replica_frame``: the same as a table, one row per replica (nested objects flattened
-      as ``latency.ttft.p99``);
+      as ``ttft.p99_s``);
     * ``timeline`` / ``requests``: the columns of the CLI's cluster CSVs: with replicas > 1 a
       first column ``replica`` (the replica that stepped / the request went to; -1 refused by
       admission control, -2 never routed after an early stop), in ``requests`` also when

@@ -100,6 +100,7 @@ def test_per_replica_summaries(py_runs):
     assert frame["replica"].tolist() == [0, 1, 2, 3]
     assert frame["peak_running"].tolist() == [p.peak_running for p in reps]
     assert frame["requests"].dtype == np.int64
+    assert frame["ttft.p99_s"].tolist() == [p.ttft.p99_s for p in reps]  # nested, flattened
     # Each replica's own rows of the timeline are that replica's steps.
     steps = r.timeline.groupby("replica").size()
     assert steps.tolist() == [p.steps for p in reps]
