@@ -450,7 +450,9 @@ def size(
     --csv``, each with its ``replay_command``), ``recommended`` (the cheapest feasible
     candidate, or None), ``trials`` and the CLI's JSON keys. ``replay_command`` names the
     trace file and the keywords given (as ``kvsim replay`` flags); None for a trace built from
-    columns. Runs without the GIL; Ctrl-C raises KeyboardInterrupt before the next replay.
+    columns. When no candidate meets the SLO (the CLI's exit status 3) the report comes with a
+    RuntimeWarning. Runs without the GIL; Ctrl-C raises KeyboardInterrupt before the next
+    replay.
     """
     given = dict(locals())
     t = _as_trace("size", given.pop("trace"))
@@ -517,6 +519,10 @@ def size(
         for c in data["candidates"]:
             if c["replay_command"]:
                 c["replay_command"] = None
+    if data["feasible"] == 0:
+        # The CLI's exit status 3: the search ran, the report is complete, nothing passed.
+        warnings.warn(f"no candidate meets the SLO ({data['num_candidates']} candidates, up to "
+                      f"{data['max_replicas']} replicas each)", RuntimeWarning, stacklevel=2)
     return SizeReport(data, table)
 
 

@@ -235,3 +235,16 @@ def test_without_pandas_tables_are_numpy(monkeypatch, py_runs):
     assert isinstance(c, dict) and c["rank"].tolist() == list(range(1, r.num_candidates + 1))
     assert c["feasible"].dtype == bool and c["ttft_p99_s"].dtype == np.float64
     assert isinstance(r.trials, dict) and len(r.trials["replicas"]) == c["trials"].sum()
+
+
+def test_no_feasible_candidate_warns_like_the_cli_exit_status(cli):
+    args = ["--model", "qwen2.5-7b", "--slo-ttft-p99", 0.001, "--slo-tpot-p99", 0.001,
+            "--gpus", "rtx4090", "--tp", 1, "--max-replicas", 2]
+    p = cli.run("size", AZURE_CONV, "--max-requests", 50, *args, check=False)
+    assert p.returncode == 3
+    with pytest.warns(RuntimeWarning, match="no candidate meets the SLO"):
+        r = kvsim.size(kvsim.read_trace(AZURE_CONV, max_requests=50), model="qwen2.5-7b",
+                       slo_ttft_p99=0.001, slo_tpot_p99=0.001, gpus="rtx4090", tp=1,
+                       max_replicas=2)
+    assert r.feasible == 0 and r.recommended is None
+    assert r.candidates["verdict"].tolist() == ["slo_unreachable"]
