@@ -137,23 +137,24 @@ void QuantileSketch::add(double v) {
 }
 
 void QuantileSketch::add_key(int32_t k, int64_t n) {
-  if (counts_.empty()) {
-    // First positive value: a small window around it.
-    constexpr int32_t kInitial = 64;
-    offset_ = k - kInitial / 2;
-    counts_.assign(kInitial, 0);
-    min_key_ = max_key_ = k;
-  } else if (k < offset_ || k >= offset_ + static_cast<int32_t>(counts_.size())) {
-    // Grow on the side of k by at least the current length (amortised O(1) per add).
-    const int32_t old_lo = offset_;
-    const int32_t old_len = static_cast<int32_t>(counts_.size());
-    const int32_t lo = k < old_lo ? std::min(k, old_lo - old_len) : old_lo;
-    const int32_t hi = k >= old_lo + old_len ? std::max(k + 1, old_lo + 2 * old_len)
-                                             : old_lo + old_len;  // exclusive
-    std::vector<int64_t> grown(static_cast<size_t>(hi - lo), 0);
-    std::copy(counts_.begin(), counts_.end(), grown.begin() + (old_lo - lo));
+  const bool empty = counts_.empty();
+  if (empty || k < offset_ || k >= offset_ + static_cast<int32_t>(counts_.size())) {
+    // Re-centre the store on the keys seen plus k, with half their span (+ 16) of room on each
+    // side: the length is span + 2 * room <= 2 * span + 33, and the next re-centre needs a key
+    // beyond that room, so the span grows by half between re-centres: O(log span) copies of
+    // O(span) each, amortised O(1) per add.
+    const int32_t new_min = empty ? k : std::min(min_key_, k);
+    const int32_t new_max = empty ? k : std::max(max_key_, k);
+    const int32_t pad = (new_max - new_min + 1) / 2 + 16;
+    const int32_t lo = new_min - pad;
+    std::vector<int64_t> grown(static_cast<size_t>(new_max + pad + 1 - lo), 0);
+    if (!empty) {  // counts outside [min_key_, max_key_] are 0
+      std::copy(counts_.begin() + (min_key_ - offset_), counts_.begin() + (max_key_ - offset_ + 1),
+                grown.begin() + (min_key_ - lo));
+    }
     counts_ = std::move(grown);
     offset_ = lo;
+    if (empty) min_key_ = max_key_ = k;
   }
   counts_[static_cast<size_t>(k - offset_)] += n;
   min_key_ = std::min(min_key_, k);
@@ -268,6 +269,9 @@ void QuantileSketch::check_invariants() const {
       fail("key range outside the store");
     }
     if (bucket(min_key_) <= 0 || bucket(max_key_) <= 0) fail("empty bucket at a key range end");
+    if (counts_.size() > 2 * num_buckets() + 33) {
+      fail(fmt::format("store of {} counters for {} keys", counts_.size(), num_buckets()));
+    }
     for (int32_t k = offset_; k < offset_ + static_cast<int32_t>(counts_.size()); ++k) {
       if ((k < min_key_ || k > max_key_) && bucket(k) != 0) fail("count outside the key range");
     }

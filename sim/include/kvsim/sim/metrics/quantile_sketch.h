@@ -9,10 +9,10 @@
 // relative error a of every value in it. Zeros are counted apart (zero_count); negative, NaN and
 // infinite values are rejected. Keys of all positive finite doubles lie in about
 // [-74,500, 71,000] at alpha = 0.5 % (int32), so no collapsing is ever needed: the store is a
-// dense array over the range of keys seen, grown by doubling. Its length is at most
-// 2 * (max_key - min_key + 1) + 64 counters, i.e. ln(max / min) / ln(gamma) + 1 buckets times
-// two, where max / min is the ratio of the largest and smallest positive values seen: for
-// latencies in [1 ns, 2^62 ns] that is at most 4,299 buckets (34 KB of counters, at most twice
+// dense array over the range of keys seen, re-centred with room when a key falls outside it. Its
+// length is at most 2 * (max_key - min_key + 1) + 33 counters, i.e. ln(max / min) / ln(gamma) + 1
+// buckets times two, where max / min is the ratio of the largest and smallest positive values seen:
+// for latencies in [1 ns, 2^62 ns] that is at most 4,299 buckets (34 KB of counters, at most twice
 // over), whatever the number of values.
 //
 // Guarantee (nearest rank, the definition of nearest_rank_index in latency_stats.h): for a
@@ -29,7 +29,8 @@
 //   count == zero_count + sum of bucket counts; every bucket count >= 0;
 //   count == 0  <=> no bucket is non-empty, zero_count == 0, min == max == 0, exact sum == 0;
 //   positive values seen <=> min_key <= max_key, and then counts at min_key and max_key are > 0
-//     and every non-empty bucket's key is in [min_key, max_key];
+//     and every non-empty bucket's key is in [min_key, max_key], and the store holds at most
+//     2 * (max_key - min_key + 1) + 33 counters;
 //   min <= max; zero_count > 0 <=> min == 0 (when count > 0);
 //   max_key == key(max) when max > 0, min_key == key(min) when min > 0.
 #pragma once
