@@ -70,7 +70,9 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
 void BlockPool::maybe_evict_cached_block(BlockId b) {
   BlockState& s = state_[static_cast<size_t>(b)];
   if (s.dup_next == kUnhashed) return;
-  if (s.dup_next == b) {
+  if (s.dup_next == kPrivate) {
+    // Never in the map: nothing to erase.
+  } else if (s.dup_next == b) {
     // The only block under its key (the common case): one store, no lookup.
     cached_block_hash_to_block_.erase(s.map_slot);
   } else {
@@ -143,6 +145,36 @@ void BlockPool::cache_full_blocks(std::span<const BlockId> blocks,
     }
     s.map_slot = slot;
     ++num_cached_blocks_;
+  }
+}
+
+void BlockPool::cache_private_blocks(std::span<const BlockId> blocks,
+                                     std::span<const BlockHash> hashes) {
+  if (blocks.size() != hashes.size()) {
+    throw std::invalid_argument(
+        "BlockPool::cache_private_blocks: blocks and hashes differ in length");
+  }
+  if (!enable_caching_) return;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockId b = blocks[i];
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (b == kNullBlockId || s.dup_next != kUnhashed) continue;
+    hash_[static_cast<size_t>(b)] = hashes[i];
+    s.dup_next = kPrivate;
+    ++num_cached_blocks_;
+  }
+}
+
+void BlockPool::publish_private_blocks(std::span<const BlockId> blocks) {
+  for (BlockId b : blocks) {
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (s.dup_next != kPrivate) continue;
+    // Registered now through the ordinary path (same chain order as eager caching: a key's
+    // blocks are published in the order they were cached).
+    s.dup_next = kUnhashed;
+    --num_cached_blocks_;
+    const BlockHash h = hash_[static_cast<size_t>(b)];
+    cache_full_blocks(std::span<const BlockId>(&b, 1), std::span<const BlockHash>(&h, 1));
   }
 }
 
@@ -263,11 +295,18 @@ void BlockPool::check_invariants() const {
     } while (cur != last);
   });
   int64_t hashed = 0;
-  for (BlockId b = 0; b < num_gpu_blocks_; ++b) hashed += is_cached(b) ? 1 : 0;
-  if (hashed != reachable || hashed != num_cached_blocks_) {
+  int64_t private_blocks = 0;
+  for (BlockId b = 0; b < num_gpu_blocks_; ++b) {
+    hashed += is_cached(b) ? 1 : 0;
+    private_blocks += is_private(b) ? 1 : 0;
+  }
+  if (private_blocks > 0 && (!enable_caching_ || is_private(kNullBlockId))) {
+    throw std::logic_error("I3: a private block with caching off, or the null block private");
+  }
+  if (hashed != reachable + private_blocks || hashed != num_cached_blocks_) {
     throw std::logic_error(
-        fmt::format("I3: {} hashed blocks, {} reachable from the map, counter {}", hashed,
-                    reachable, num_cached_blocks_));
+        fmt::format("I3: {} hashed blocks, {} reachable from the map + {} private, counter {}",
+                    hashed, reachable, private_blocks, num_cached_blocks_));
   }
   if (!enable_caching_ && hashed != 0)
     throw std::logic_error("I4: caching disabled but blocks hashed");

@@ -183,10 +183,26 @@ void KVCacheManager::cache_blocks_held(const Request& request, RequestBlocks& st
         fmt::format("cache_blocks: request {} has {} hashes and {} blocks, needs {}",
                     request.request_id, request.block_hashes.size(), st.blocks.size(), full));
   }
-  block_pool_.cache_full_blocks(
-      std::span<const BlockId>(st.blocks.data() + start, static_cast<size_t>(full - start)),
-      std::span<const BlockHash>(request.block_hashes.data() + start,
-                                 static_cast<size_t>(full - start)));
+  // Blocks [start, shared_end) go to the prefix map; [shared_end, full) are private when
+  // deferring (see KVCacheManagerConfig::defer_private_block_hashes).
+  const int64_t shared_end =
+      config_.defer_private_block_hashes
+          ? std::clamp<int64_t>(request.first_private_block_hash, start, full)
+          : full;
+  auto range = [&](int64_t begin, int64_t end) {
+    return std::pair(
+        std::span<const BlockId>(st.blocks.data() + begin, static_cast<size_t>(end - begin)),
+        std::span<const BlockHash>(request.block_hashes.data() + begin,
+                                   static_cast<size_t>(end - begin)));
+  };
+  if (shared_end > start) {
+    const auto [blocks, hashes] = range(start, shared_end);
+    block_pool_.cache_full_blocks(blocks, hashes);
+  }
+  if (full > shared_end) {
+    const auto [blocks, hashes] = range(shared_end, full);
+    block_pool_.cache_private_blocks(blocks, hashes);
+  }
   st.num_cached_block = static_cast<int32_t>(full);
 }
 
@@ -196,6 +212,11 @@ void KVCacheManager::free(const Request& request) {
   RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
   if (!st.live) return;
   if (coordinator_) coordinator_->free(request.request_id);
+  // A request freed before it finished (preempted) may look its own salted hashes up when it is
+  // re-admitted: its private blocks enter the prefix map now, in table order (caching order).
+  if (config_.defer_private_block_hashes && !is_finished(request.status)) {
+    block_pool_.publish_private_blocks(st.blocks);
+  }
   free_scratch_.assign(st.blocks.rbegin(), st.blocks.rend());
   block_pool_.free_blocks(free_scratch_);
   total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());

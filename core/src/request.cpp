@@ -15,6 +15,7 @@ void Request::enable_block_hashing(int32_t block_size) {
     throw std::invalid_argument("Request::enable_block_hashing: block_size <= 0");
   hash_block_size = block_size;
   block_hashes.clear();
+  first_private_block_hash = INT32_MAX;
   // One allocation for the request's whole life in the common case (the list grows as tokens
   // are generated); capped so a huge max_tokens cannot reserve memory it may never use.
   const int64_t expected = (int64_t{num_prompt_tokens} + max_tokens) / block_size + 1;
@@ -48,6 +49,7 @@ void Request::update_block_hashes() {
     } else {
       // Generated tokens, or a prompt without content: unique to this request.
       h = hash_block_unique(parent, content.salt, i);
+      if (first_private_block_hash == INT32_MAX) first_private_block_hash = static_cast<int32_t>(i);
     }
     block_hashes.push_back(h);
   }

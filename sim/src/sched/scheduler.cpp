@@ -19,6 +19,9 @@ KVCacheManagerConfig kv_config(const SchedulerConfig& c) {
   k.kv_cache_config = c.kv_cache_config;
   // vLLM VllmConfig.max_in_flight_tokens: every concurrent batch may hold a full budget.
   k.max_in_flight_tokens = int64_t{max_concurrent_batches(c)} * int64_t{c.max_num_batched_tokens};
+  // Request salts are request-unique and the scheduler looks hashes up only for the request
+  // that owns them, so salted blocks can stay out of the prefix map until a preemption.
+  k.defer_private_block_hashes = c.defer_private_block_hashes;
   return k;
 }
 

@@ -17,6 +17,8 @@
 //      lone block links to itself). The map holds each key once, with the chain's last block as
 //      its value, and every chain member records that map slot (map_slot) and carries that key.
 //      Every live map slot is such a chain; num_cached_blocks() counts the hashed blocks.
+//      Private blocks (cache_private_blocks) are the exception: hashed, in no chain, not in
+//      the map; num_cached_blocks() counts them too.
 //   I4 With caching disabled no block carries a hash.
 // Memory: 32 bytes per block in arrays indexed by block id (12 B state: ref count, chain link,
 // map slot; 16 B hash; 4 B free-queue position), plus the free queue's ring of ids (4 B per slot,
@@ -73,6 +75,19 @@ class BlockPool {
   // insertion order (no de-duplication).
   void cache_full_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes);
 
+  // Marks `blocks[i]` cached under `hashes[i]` without entering it in the prefix map: a private
+  // block (see KVCacheManagerConfig::defer_private_block_hashes). It counts as cached
+  // (is_cached, block_hash, num_cached_blocks), is appended to the free queue's tail when freed
+  // and is evicted (counted) when reused, exactly like a block cache_full_blocks registered, but
+  // get_cached_block does not find it. The caller guarantees no lookup could: the hashes are
+  // salted with a request-unique salt and the owner publishes them before it could look them
+  // up. Skips the null block and blocks already hashed, as cache_full_blocks does.
+  void cache_private_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes);
+  // Enters the private blocks among `blocks` in the prefix map, in the given order (as
+  // cache_full_blocks would have, had they been registered then); other blocks are left alone.
+  void publish_private_blocks(std::span<const BlockId> blocks);
+  bool is_private(BlockId b) const { return state_[static_cast<size_t>(b)].dup_next == kPrivate; }
+
   // For each block in order: unlink it from the free queue if its ref_cnt was 0 (not null),
   // then ref_cnt += 1.
   void touch(std::span<const BlockId> blocks);
@@ -99,6 +114,7 @@ class BlockPool {
 
  private:
   static constexpr int32_t kUnhashed = -1;  // dup_next of a block without a hash
+  static constexpr int32_t kPrivate = -2;   // dup_next of a private block (hashed, not in the map)
   // The hot per-block fields together: allocation and free touch one 12-byte record per block.
   struct BlockState {
     int32_t ref_cnt = 0;

@@ -55,6 +55,15 @@ struct KVCacheManagerConfig {
   // max_concurrent_batches * max_num_batched_tokens): sizes the admission cap of window groups.
   // 0: max_model_len (vLLM's fallback when unset).
   int64_t max_in_flight_tokens = 0;
+  // Single full-attention layout: cache a request's salted block hashes (Request::
+  // first_private_block_hash onwards) as BlockPool private blocks - hashed, appended to the free
+  // queue's tail and evicted like any cached block, but not entered in the prefix map until the
+  // request is freed without finishing (preempted), the only time its own later lookup can hit
+  // them. Nothing a lookup, a counter or a block id shows differs from eager caching (docs/
+  // allocator-speed.md); it saves a map insert and erase per generated block. Off by default
+  // so that a caller probing BlockPool::get_cached_block for any hash sees vLLM's map; the
+  // Scheduler turns it on.
+  bool defer_private_block_hashes = false;
 };
 
 // Prefix-cache counters exactly as the vLLM 0.26.0 wheel records them (PrefixCacheStats, spec
@@ -137,8 +146,7 @@ class KVCacheManager {
     RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
     if (!st.live) return false;
     const int64_t max_len = config_.max_model_len;
-    const int64_t main =
-        std::min(int64_t{request.num_computed_tokens}, max_len) + num_new_tokens;
+    const int64_t main = std::min(int64_t{request.num_computed_tokens}, max_len) + num_new_tokens;
     const int64_t need_slots = std::min(main + num_lookahead_tokens, max_len);
     if (need_slots > static_cast<int64_t>(st.blocks.size()) * config_.block_size) return false;
     const int64_t held = std::min(main, max_len);

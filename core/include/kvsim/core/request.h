@@ -73,6 +73,13 @@ struct Request {
 
   // Chained hashes of the full blocks of hash_block_size tokens (vLLM: Request.block_hashes).
   std::vector<BlockHash> block_hashes;
+  // Index of the first block hash salted with this request's salt (a block of generated tokens,
+  // or of a prompt without content); every hash from there on is salted too. INT32_MAX while
+  // none is. Salts are request-unique (request_id + 1), so only this request can ever look such
+  // a hash up: KVCacheManager keeps those blocks out of the prefix map until the request is
+  // preempted (BlockPool's private blocks), which no lookup can tell apart from vLLM's eager
+  // caching. Kept by update_block_hashes().
+  int32_t first_private_block_hash = INT32_MAX;
 
   int32_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
 

@@ -90,6 +90,11 @@ struct SchedulerConfig {
   // full-attention group of num_gpu_blocks blocks of block_size tokens. Otherwise num_blocks and
   // the block size must equal num_gpu_blocks and block_size; SWAP needs a single full group.
   KVCacheConfig kv_cache_config = {};
+  // Speed only, never behaviour: salted (request-private) block hashes stay out of the prefix
+  // map until their request is preempted (KVCacheManagerConfig::defer_private_block_hashes).
+  // Every block id, counter and lookup is the same either way (tests/sim/
+  // test_private_block_hashes.cpp replays both); false restores vLLM's eager map.
+  bool defer_private_block_hashes = true;
 };
 
 // Batches that may be scheduled and not yet processed: vLLM's max_concurrent_batches
