@@ -163,6 +163,10 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["itl"] = latency_json(s.latency.tpot);  // per-request mean ITL == TPOT (no per-token times)
   j["e2e"] = latency_json(s.latency.e2e);
   j["queueing"] = latency_json(s.latency.queueing);
+  // Exact nearest-rank percentiles up to kExactLatencySamples finished requests; beyond, from
+  // mergeable sketches within the stated relative error (docs/metrics-sketch.md).
+  j["latency_percentiles"] = s.latency.percentiles_exact ? "exact" : "sketch";
+  j["latency_percentile_relative_error"] = s.latency.percentile_relative_error;
   j["step_time_model"] = s.step_time_model;
   j["backend"] = s.backend;
   j["preemption_mode"] = ctx.preemption_mode;
@@ -324,6 +328,12 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
   row("TPOT", s.latency.tpot);
   row("end-to-end", s.latency.e2e);
   row("queueing", s.latency.queueing);
+  if (!s.latency.percentiles_exact) {
+    fmt::format_to(out,
+                   "  (percentiles from mergeable sketches, within {:.2g}% of the exact values: "
+                   "more than {} finished requests; means and max are exact)\n",
+                   100 * s.latency.percentile_relative_error, kExactLatencySamples);
+  }
   fmt::format_to(out,
                  "\nsimulated {:.3f} s ({:.3f} s busy) in {} steps; {} tokens scheduled ({} "
                  "prefill, {} decode)\n",
