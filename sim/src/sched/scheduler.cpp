@@ -486,7 +486,15 @@ const SchedulerOutput& Scheduler::update_from_output() {
   SchedulerOutput& out = outputs_[static_cast<size_t>(first_pending_step_ % 2)];
   ++first_pending_step_;
   bool any_finished_running = false;
-  for (ScheduledRequest& s : out.scheduled) {
+  const size_t num_scheduled = out.scheduled.size();
+  for (size_t k = 0; k < num_scheduled; ++k) {
+    ScheduledRequest& s = out.scheduled[k];
+    // As in the RUNNING loop: start loading the next request's fields and block state.
+    if (k + 1 < num_scheduled) {
+      const int64_t next_id = out.scheduled[k + 1].request_id;
+      __builtin_prefetch(by_id_[static_cast<size_t>(next_id)]);
+      kv_.prefetch_request_state(next_id);
+    }
     const auto id = static_cast<size_t>(s.request_id);
     Request* r = by_id_[id];
     if (r != nullptr) r->num_in_flight_tokens -= s.num_tokens;
