@@ -138,26 +138,12 @@ class KVCacheManager {
   // struct built on the stack and read back costs store-forwarding stalls.
   bool allocate_slots_in_held_blocks(const Request& request, int32_t num_new_tokens,
                                      int32_t num_lookahead_tokens) {
-    if (coordinator_ || request.status != RequestStatus::RUNNING || num_new_tokens <= 0 ||
-        request.request_id < 0 ||
-        static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
-      return false;
-    }
-    RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
-    if (!st.live) return false;
+    RequestBlocks* st = running_state(request);
+    if (st == nullptr || num_new_tokens <= 0) return false;
     const int64_t max_len = config_.max_model_len;
     const int64_t main = std::min(int64_t{request.num_computed_tokens}, max_len) + num_new_tokens;
-    const int64_t need_slots = std::min(main + num_lookahead_tokens, max_len);
-    if (need_slots > static_cast<int64_t>(st.blocks.size()) * config_.block_size) return false;
-    const int64_t held = std::min(main, max_len);
-    if (held > st.held_tokens) {
-      total_held_tokens_ += held - st.held_tokens;
-      st.held_tokens = static_cast<int32_t>(held);
-    }
-    const int64_t cached = std::min<int64_t>(main, request.num_tokens());
-    if (config_.enable_caching && completes_a_cached_block(st, cached)) {
-      cache_blocks_held(request, st, cached);
-    }
+    if (!slots_fit(*st, main + num_lookahead_tokens)) return false;
+    hold_tokens_in_table(request, *st, main);
     return true;
   }
 
@@ -236,28 +222,32 @@ class KVCacheManager {
   // get_num_blocks_to_allocate() is 0 and nothing is allocated (exactly when the general path
   // would allocate no block). Returns its state then, else nullptr.
   RequestBlocks* fits_held_blocks(const Request& request, const AllocateSlotsArgs& args) {
-    if (coordinator_ || request.status != RequestStatus::RUNNING || args.num_new_tokens <= 0 ||
-        !args.new_computed_blocks.empty() || args.full_sequence_must_fit ||
-        request.request_id < 0 ||
+    if (args.num_new_tokens <= 0 || !args.new_computed_blocks.empty() ||
+        args.full_sequence_must_fit) {
+      return nullptr;
+    }
+    RequestBlocks* st = running_state(request);
+    return st != nullptr && slots_fit(*st, main_tokens(request, args) + args.num_lookahead_tokens)
+               ? st
+               : nullptr;
+  }
+  // The single path's live table of a RUNNING request, else nullptr.
+  RequestBlocks* running_state(const Request& request) {
+    if (coordinator_ || request.status != RequestStatus::RUNNING || request.request_id < 0 ||
         static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
       return nullptr;
     }
     RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
-    if (!st.live) return nullptr;
-    const int64_t need_slots = std::min(main_tokens(request, args) + args.num_lookahead_tokens,
-                                        int64_t{config_.max_model_len});
-    return need_slots <= static_cast<int64_t>(st.blocks.size()) * config_.block_size ? &st
-                                                                                     : nullptr;
+    return st.live ? &st : nullptr;
   }
-  // Tokens the request holds after this allocation: min(computed + hits, L) + new tokens.
-  int64_t main_tokens(const Request& request, const AllocateSlotsArgs& args) const {
-    return std::min(int64_t{request.num_computed_tokens} + args.num_new_computed_tokens,
-                    int64_t{config_.max_model_len}) +
-           args.num_new_tokens;
+  // Whether min(tokens, L) slots fit the blocks the table holds.
+  bool slots_fit(const RequestBlocks& st, int64_t tokens) const {
+    return std::min(tokens, int64_t{config_.max_model_len}) <=
+           static_cast<int64_t>(st.blocks.size()) * config_.block_size;
   }
-  std::span<const BlockId> allocate_slots_fits(const Request& request,
-                                               const AllocateSlotsArgs& args, RequestBlocks& st) {
-    const int64_t main = main_tokens(request, args);
+  // An allocation that needs no new block: the table now holds `main` tokens (capped at L), and
+  // the blocks they fill are cached.
+  void hold_tokens_in_table(const Request& request, RequestBlocks& st, int64_t main) {
     const int64_t held = std::min(main, int64_t{config_.max_model_len});
     if (held > st.held_tokens) {
       total_held_tokens_ += held - st.held_tokens;
@@ -267,6 +257,16 @@ class KVCacheManager {
     if (config_.enable_caching && completes_a_cached_block(st, cached)) {
       cache_blocks_held(request, st, cached);
     }
+  }
+  // Tokens the request holds after this allocation: min(computed + hits, L) + new tokens.
+  int64_t main_tokens(const Request& request, const AllocateSlotsArgs& args) const {
+    return std::min(int64_t{request.num_computed_tokens} + args.num_new_computed_tokens,
+                    int64_t{config_.max_model_len}) +
+           args.num_new_tokens;
+  }
+  std::span<const BlockId> allocate_slots_fits(const Request& request,
+                                               const AllocateSlotsArgs& args, RequestBlocks& st) {
+    hold_tokens_in_table(request, st, main_tokens(request, args));
     new_blocks_.clear();
     return new_blocks_;
   }
