@@ -6,14 +6,11 @@
 #include <stdexcept>
 
 namespace kvsim {
-namespace {
-
-[[noreturn, gnu::cold, gnu::noinline]] void throw_not_enough_free(int32_t n, int32_t free) {
+[[gnu::cold, gnu::noinline]] void FreeKVCacheBlockQueue::throw_not_enough_free(int32_t n,
+                                                                               int32_t free) {
   throw std::logic_error(
       fmt::format("FreeKVCacheBlockQueue::popleft_n({}): only {} free", n, free));
 }
-
-}  // namespace
 
 // Kept out of line so the push loops stay small.
 [[gnu::cold, gnu::noinline]] void FreeKVCacheBlockQueue::throw_not_pushable(BlockId b) {
@@ -39,7 +36,7 @@ FreeKVCacheBlockQueue::FreeKVCacheBlockQueue(int32_t num_blocks)
       mask_(ring_capacity(num_blocks) - 1),
       tail_(static_cast<uint32_t>(num_blocks)),
       ring_(static_cast<size_t>(mask_) + 1, kRemoved),
-      pos_(static_cast<size_t>(num_blocks)) {
+      pos_(static_cast<size_t>(num_blocks) + 1) {  // + the spare of prepend_n_unchecked_if_all
   for (int32_t b = 0; b < num_blocks; ++b) {
     ring_[static_cast<size_t>(b)] = b;
     pos_[static_cast<size_t>(b)] = static_cast<uint32_t>(b);
@@ -62,20 +59,16 @@ BlockId FreeKVCacheBlockQueue::popleft() {
   return b;
 }
 
-void FreeKVCacheBlockQueue::popleft_n_slow(int32_t n, std::vector<BlockId>& out) {
+void FreeKVCacheBlockQueue::popleft_n_slow(int32_t n, BlockId* dst) {
   if (n < 0 || n > num_free_blocks_) [[unlikely]] {
     throw_not_enough_free(n, num_free_blocks_);
   }
   if (n == 0) return;
   // Tombstones inside the popped range are skipped.
   const auto un = static_cast<uint32_t>(n);
-  out.reserve(out.size() + un);
   for (uint32_t got = 0; got < un; ++head_) {
     const BlockId b = ring_[head_ & mask_];
-    if (b != kRemoved) {
-      out.push_back(b);
-      ++got;
-    }
+    if (b != kRemoved) dst[got++] = b;
   }
   num_free_blocks_ -= n;
   trim_ends();

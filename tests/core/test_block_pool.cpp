@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <list>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -171,6 +174,133 @@ TEST(BlockPool, OverAllocationThrows) {
   V a;
   EXPECT_THROW(pool.get_new_blocks(3, a), std::logic_error);
   EXPECT_TRUE(a.empty());
+}
+
+// free_blocks takes a fused one-pass path when every listed block drops from 1 to 0 and none is
+// the null block or hashed, and otherwise undoes it and runs the general loop. Random traffic
+// that hits both sides of that split (shared blocks via touch, the null block, hashed and
+// unhashed mixes in either order, a shared block listed twice, tombstones from touching free
+// blocks), against the vLLM rule written out as a list: decrement in the given order; a block
+// reaching 0 (not null) goes to the head if unhashed, the tail if hashed, each group in order.
+void run_free_paths_against_list(bool caching, uint64_t seed) {
+  constexpr int32_t kN = 40;
+  BlockPool pool(kN, caching);
+  std::list<BlockId> queue;
+  std::vector<int32_t> ref(kN, 0);
+  std::vector<bool> hashed(kN, false);
+  for (BlockId b = 1; b < kN; ++b) queue.push_back(b);
+  std::mt19937_64 rng(seed);
+  std::vector<V> holders;
+  uint64_t next_key = 1;
+  int64_t fast_shaped = 0;  // frees that the fast path can take whole
+  for (int op = 0; op < 60000; ++op) {
+    const int kind = static_cast<int>(rng() % 10);
+    if (kind < 3) {  // allocate
+      const int free = pool.get_num_free_blocks();
+      if (free == 0) continue;
+      const int n = 1 + static_cast<int>(rng() % static_cast<uint64_t>(std::min(free, 9)));
+      V got;
+      pool.get_new_blocks(n, got);
+      V want;
+      for (int i = 0; i < n; ++i) {
+        const BlockId b = queue.front();
+        queue.pop_front();
+        hashed[static_cast<size_t>(b)] = false;  // lazy eviction at the pop
+        ref[static_cast<size_t>(b)] = 1;
+        want.push_back(b);
+      }
+      ASSERT_EQ(got, want) << "op " << op;
+      if (rng() % 4 == 0) {  // a table holding the null block (a skipped window block)
+        pool.touch(V{kNullBlockId});
+        ++ref[0];
+        got.push_back(kNullBlockId);
+      }
+      holders.push_back(got);
+    } else if (kind < 4 && caching && !holders.empty()) {  // hash some held blocks
+      const V& held = holders[rng() % holders.size()];
+      for (const BlockId b : held) {
+        if (rng() % 2 == 0 || b == kNullBlockId || hashed[static_cast<size_t>(b)]) continue;
+        pool.cache_full_blocks(V{b}, std::vector<BlockHash>{h(next_key++)});
+        hashed[static_cast<size_t>(b)] = true;
+      }
+    } else if (kind < 6 && !holders.empty()) {  // share a held block or touch a free one
+      V t;
+      if (rng() % 2 == 0 || queue.empty()) {
+        const V& held = holders[rng() % holders.size()];
+        t.push_back(held[rng() % held.size()]);
+      } else {
+        auto it = queue.begin();
+        std::advance(it, static_cast<long>(rng() % queue.size()));
+        t.push_back(*it);
+      }
+      if (rng() % 3 == 0) t.push_back(t[0]);  // the same block twice in one list
+      pool.touch(t);
+      for (const BlockId b : t) {
+        if (ref[static_cast<size_t>(b)] == 0 && b != kNullBlockId) queue.remove(b);
+        ++ref[static_cast<size_t>(b)];
+      }
+      holders.push_back(t);
+    } else if (!holders.empty()) {  // free a holder, reversed (a request) or as allocated
+      const size_t i = rng() % holders.size();
+      V list = holders[i];
+      if (rng() % 2 == 0) std::reverse(list.begin(), list.end());
+      bool whole = true;
+      for (const BlockId b : list) {
+        whole = whole && ref[static_cast<size_t>(b)] == 1 && b != kNullBlockId &&
+                !hashed[static_cast<size_t>(b)];
+      }
+      fast_shaped += whole ? 1 : 0;
+      pool.free_blocks(list);
+      V front, back;
+      for (const BlockId b : list) {
+        if (--ref[static_cast<size_t>(b)] == 0 && b != kNullBlockId) {
+          (hashed[static_cast<size_t>(b)] ? back : front).push_back(b);
+        }
+      }
+      queue.insert(queue.begin(), front.begin(), front.end());
+      queue.insert(queue.end(), back.begin(), back.end());
+      holders[i] = holders.back();
+      holders.pop_back();
+    }
+    ASSERT_EQ(pool.get_num_free_blocks(), static_cast<int32_t>(queue.size())) << "op " << op;
+    if (op % 16 == 0) {
+      ASSERT_EQ(pool.free_block_queue().get_all_free_blocks(), V(queue.begin(), queue.end()))
+          << "op " << op;
+      for (BlockId b = 0; b < kN; ++b) {
+        ASSERT_EQ(pool.ref_cnt(b), ref[static_cast<size_t>(b)]) << "op " << op << " block " << b;
+        ASSERT_EQ(pool.is_cached(b), hashed[static_cast<size_t>(b)]) << "op " << op;
+      }
+      ASSERT_NO_THROW(pool.check_invariants()) << "op " << op;
+    }
+  }
+  // Both sides of the split were exercised.
+  EXPECT_GT(fast_shaped, 1000);
+  pool.check_invariants();
+}
+
+TEST(BlockPool, FreePathsMatchListRuleCachingOff) {
+  run_free_paths_against_list(false, 21);
+}
+
+TEST(BlockPool, FreePathsMatchListRuleCachingOn) {
+  run_free_paths_against_list(true, 22);
+}
+
+// A free that the fast path refuses part way (a shared block after unshared ones) must leave
+// the pool exactly as the general loop does; so must freeing a block too often (it throws).
+TEST(BlockPool, RefusedFastFreeChangesNothingFirst) {
+  BlockPool pool(8, false);
+  V a;
+  pool.get_new_blocks(4, a);  // 1 2 3 4
+  pool.touch(V{3});           // 3 is shared
+  pool.free_blocks(V{1, 2, 3, 4});
+  EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (V{1, 2, 4, 5, 6, 7}));
+  EXPECT_EQ(pool.ref_cnt(3), 1);
+  pool.check_invariants();
+  pool.free_blocks(V{3});
+  EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (V{3, 1, 2, 4, 5, 6, 7}));
+  pool.check_invariants();
+  EXPECT_THROW(pool.free_blocks(V{3}), std::logic_error);
 }
 
 }  // namespace

@@ -131,7 +131,15 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
       const auto n = static_cast<int32_t>(
           rng() % static_cast<uint64_t>(std::min<int32_t>(ref.num_free_blocks(), 9) + 1));
       V a, b;
-      q.popleft_n(n, a);
+      if (rng() % 2 == 0) {
+        q.popleft_n(n, a);
+      } else {
+        // BlockPool's form: ids written to a buffer, on_pop called once per id, in order.
+        a.assign(static_cast<size_t>(n), -2);
+        V seen;
+        q.popleft_n(n, a.data(), [&](BlockId x) { seen.push_back(x); });
+        ASSERT_EQ(seen, a) << "op " << op;
+      }
       ref.popleft_n(n, b);
       ASSERT_EQ(a, b) << "op " << op;
       taken.insert(taken.end(), a.begin(), a.end());
@@ -149,13 +157,40 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
       V batch;
       const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 6);
       for (size_t i = 0; i < n; ++i) batch.push_back(take(rng() % taken.size()));
-      q.prepend_n(batch);
-      ref.prepend_n(batch);
+      const uint64_t how = rng() % 4;
+      if (how == 0) {
+        q.prepend_n(batch);
+      } else if (how == 1) {
+        q.prepend_n_unchecked(batch);
+      } else {
+        // BlockPool's fused push: a refusal (some keep() false, the rest's positions written
+        // anyway) must leave the queue as it was.
+        const bool refuse = how == 3 && rng() % 2 == 0;
+        const size_t refused_at = rng() % batch.size();
+        size_t calls = 0;
+        const bool pushed = q.prepend_n_unchecked_if_all(batch, [&](BlockId b) {
+          EXPECT_EQ(b, batch[calls]) << "keep() is called once per block, in order";
+          const bool keep = !(refuse && calls == refused_at);
+          ++calls;
+          return keep;
+        });
+        ASSERT_EQ(calls, batch.size()) << "op " << op;
+        ASSERT_EQ(pushed, !refuse) << "op " << op;
+        if (refuse) {
+          taken.insert(taken.end(), batch.begin(), batch.end());
+          batch.clear();
+        }
+      }
+      if (!batch.empty()) ref.prepend_n(batch);
     } else if (kind < 11 && !taken.empty()) {  // append a batch (hashed frees)
       V batch;
       const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 6);
       for (size_t i = 0; i < n; ++i) batch.push_back(take(rng() % taken.size()));
-      q.append_n(batch);
+      if (rng() % 2 == 0) {
+        q.append_n(batch);
+      } else {
+        q.append_n_unchecked(batch);
+      }
       ref.append_n(batch);
     } else if (!taken.empty()) {  // single append
       const BlockId b = take(rng() % taken.size());
@@ -182,6 +217,41 @@ TEST(FreeKVCacheBlockQueue, MatchesReferenceListSmall) {
 
 TEST(FreeKVCacheBlockQueue, MatchesReferenceListLarger) {
   run_against_reference(300, scaled_ops(300000), 12);
+}
+
+// The fused prepend at every offset of the ring, so one run or two (the wrap) are both taken,
+// and a refusal at every index leaves order, membership and invariants as they were.
+TEST(FreeKVCacheBlockQueue, PrependIfAllAcrossTheWrap) {
+  constexpr int32_t kN = 12;
+  for (int32_t shift = 0; shift < 40; ++shift) {
+    FreeKVCacheBlockQueue q(kN);
+    testing::ReferenceFreeKVCacheBlockQueue ref(kN);
+    // Move the head around the ring: pop and re-append `shift` blocks.
+    for (int32_t i = 0; i < shift; ++i) {
+      const BlockId b = q.popleft();
+      ASSERT_EQ(b, ref.popleft());
+      q.append(b);
+      ref.append(b);
+    }
+    V batch;
+    q.popleft_n(5, batch);
+    V b2;
+    ref.popleft_n(5, b2);
+    ASSERT_EQ(batch, b2);
+    std::reverse(batch.begin(), batch.end());
+    for (size_t refuse_at = 0; refuse_at < batch.size(); ++refuse_at) {
+      size_t i = 0;
+      EXPECT_FALSE(q.prepend_n_unchecked_if_all(batch, [&](BlockId) { return i++ != refuse_at; }));
+      ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "shift " << shift;
+      for (BlockId b = 0; b < kN; ++b) ASSERT_EQ(q.contains(b), ref.contains(b)) << b;
+      ASSERT_NO_THROW(q.check_invariants());
+    }
+    EXPECT_TRUE(q.prepend_n_unchecked_if_all(batch, [](BlockId) { return true; }));
+    ref.prepend_n(batch);
+    ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "shift " << shift;
+    for (BlockId b = 0; b < kN; ++b) ASSERT_EQ(q.contains(b), ref.contains(b)) << b;
+    ASSERT_NO_THROW(q.check_invariants());
+  }
 }
 
 TEST(FreeKVCacheBlockQueue, EmptyQueue) {

@@ -127,6 +127,12 @@ class BlockPool {
   static_assert(sizeof(BlockState) + sizeof(BlockHash) + sizeof(uint32_t) == 32);
   void maybe_evict_cached_block(BlockId b);
   void evict_from_shared_chain(BlockId b);
+  // free_blocks' fast path: prepends the whole list if every block drops from 1 to 0 and none
+  // is the null block or (kCheckHash) hashed; otherwise changes nothing and returns false.
+  template <bool kCheckHash>
+  bool free_blocks_if_all_unhashed(std::span<const BlockId> ordered_blocks);
+  // free_blocks, one block at a time: the reference order of decrements, pushes and errors.
+  void free_blocks_general(std::span<const BlockId> ordered_blocks);
 
   int32_t num_gpu_blocks_;
   bool enable_caching_;

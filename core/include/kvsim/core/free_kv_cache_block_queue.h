@@ -25,8 +25,8 @@
 // the popped range); remove O(1); a push that finds the ring full compacts it in O(capacity),
 // which needs capacity - num_blocks >= num_blocks / 4 tombstones since the last compaction, so it
 // is O(1) amortised per removal.
-// Memory: 4 B per block (pos_) plus 4 B per ring slot, capacity = the smallest power of two >=
-// num_blocks * 5/4 + 16 (1.25 to 2.5 slots per block).
+// Memory: 4 B per block (pos_, plus one spare entry) plus 4 B per ring slot, capacity = the
+// smallest power of two >= num_blocks * 5/4 + 16 (1.25 to 2.5 slots per block).
 #pragma once
 
 #include <algorithm>
@@ -55,20 +55,43 @@ class FreeKVCacheBlockQueue {
   // Removes the first n blocks and appends them to `out` in head-to-tail order.
   // Throws std::logic_error when fewer than n are free.
   void popleft_n(int32_t n, std::vector<BlockId>& out) {
-    if (n > 0 && tail_ - head_ == static_cast<uint32_t>(num_free_blocks_) && n <= num_free_blocks_)
-        [[likely]] {
-      // No tombstones: the n blocks are one or two contiguous runs of the ring.
-      const auto un = static_cast<uint32_t>(n);
+    const size_t first = out.size();
+    if (n < 0 || n > num_free_blocks_) [[unlikely]] {
+      throw_not_enough_free(n, num_free_blocks_);
+    }
+    out.resize(first + static_cast<size_t>(n));
+    popleft_n(n, out.data() + first, [](BlockId) {});
+  }
+  // Removes the first n blocks, writes them to dst[0, n) in head-to-tail order and calls
+  // on_pop(b) for each, in that order, as it is written (BlockPool sets the ref count in the same
+  // pass, with no second read of dst). 0 <= n <= num_free_blocks() is the caller's to check;
+  // on_pop must not touch this queue.
+  template <class OnPop>
+  void popleft_n(int32_t n, BlockId* dst, OnPop&& on_pop) {
+    const auto un = static_cast<uint32_t>(n);
+    if (tail_ - head_ == static_cast<uint32_t>(num_free_blocks_)) [[likely]] {
+      // No tombstones: the n blocks are the next n ring entries, one run or two at the ring's
+      // end. Locals: the dst stores and on_pop could alias the members as far as the compiler
+      // knows.
       const uint32_t start = head_ & mask_;
       const uint32_t first_run = std::min(un, mask_ + 1 - start);
-      const BlockId* ring = ring_.data();
-      out.insert(out.end(), ring + start, ring + start + first_run);
-      if (first_run < un) out.insert(out.end(), ring, ring + (un - first_run));
+      const BlockId* const ring = ring_.data();
       head_ += un;
       num_free_blocks_ -= n;
+      for (uint32_t i = 0; i < first_run; ++i) {
+        const BlockId b = ring[start + i];
+        dst[i] = b;
+        on_pop(b);
+      }
+      for (uint32_t i = first_run; i < un; ++i) {
+        const BlockId b = ring[i - first_run];
+        dst[i] = b;
+        on_pop(b);
+      }
       return;
     }
-    popleft_n_slow(n, out);
+    popleft_n_slow(n, dst);
+    for (uint32_t i = 0; i < un; ++i) on_pop(dst[i]);
   }
   // O(1) removal from anywhere in the queue. Throws std::logic_error if `b` is not free.
   void remove(BlockId b);
@@ -76,13 +99,32 @@ class FreeKVCacheBlockQueue {
   // std::logic_error on a block that is out of range or already free (blocks before it in the
   // list stay pushed: a caller bug, not a recoverable state).
   void append(BlockId b);
-  void append_n(std::span<const BlockId> blocks) { push_n<false, true>(blocks); }
-  void prepend_n(std::span<const BlockId> blocks) { push_n<true, true>(blocks); }
+  void append_n(std::span<const BlockId> blocks) { push_n_checked<false>(blocks); }
+  void prepend_n(std::span<const BlockId> blocks) { push_n_checked<true>(blocks); }
   // The same without the per-block check, for a caller that guarantees every block is in range,
   // not free and listed once (BlockPool: a block whose ref count just reached 0 was in use, I1).
   // check_invariants() detects a violation afterwards.
-  void append_n_unchecked(std::span<const BlockId> blocks) { push_n<false, false>(blocks); }
-  void prepend_n_unchecked(std::span<const BlockId> blocks) { push_n<true, false>(blocks); }
+  void append_n_unchecked(std::span<const BlockId> blocks) {
+    push_unchecked_if_all<false>(blocks, [](BlockId) { return true; });
+  }
+  void prepend_n_unchecked(std::span<const BlockId> blocks) {
+    push_unchecked_if_all<true>(blocks, [](BlockId) { return true; });
+  }
+
+  // prepend_n_unchecked(blocks) if keep(b) holds for every block, else pushes nothing; returns
+  // whether it pushed. keep is called once per block, in order, in the same pass that writes the
+  // entries (BlockPool decrements the ref count there: one pass over the ids instead of three).
+  // Contract: when keep holds for every block, the blocks are distinct and none is free; a block
+  // for which keep returns true is not free. Such a block's position is written before the
+  // outcome is known, which is harmless: pos_[b] means nothing while b is not free (Q2 reads it
+  // only together with ring_[pos_[b]] == b inside [head_, tail_), and the entries written lie
+  // outside that range unless the push commits). A block for which keep returns false is left
+  // untouched (its position store goes to the spare entry pos_[num_blocks], a select instead of
+  // a branch).
+  template <class Keep>
+  bool prepend_n_unchecked_if_all(std::span<const BlockId> blocks, Keep&& keep) {
+    return push_unchecked_if_all<true>(blocks, keep);
+  }
 
   // Head-to-tail snapshot (tests and diagnostics).
   std::vector<BlockId> get_all_free_blocks() const;
@@ -95,7 +137,9 @@ class FreeKVCacheBlockQueue {
 
  private:
   static constexpr BlockId kRemoved = -1;
-  void popleft_n_slow(int32_t n, std::vector<BlockId>& out);
+  // popleft_n over tombstones (dst as in popleft_n).
+  void popleft_n_slow(int32_t n, BlockId* dst);
+  [[noreturn]] static void throw_not_enough_free(int32_t n, int32_t free);
   // Makes tail_ - head_ + k <= capacity, compacting when needed.
   void make_room(size_t k) {
     if (tail_ - head_ + k > mask_ + 1) [[unlikely]] {
@@ -113,8 +157,8 @@ class FreeKVCacheBlockQueue {
   // Advances head_ / retreats tail_ over tombstones (restores Q4).
   void trim_ends();
 
-  template <bool kFront, bool kChecked>
-  void push_n(std::span<const BlockId> blocks) {
+  template <bool kFront>
+  void push_n_checked(std::span<const BlockId> blocks) {
     if (blocks.empty()) return;
     make_room(blocks.size());
     // Locals: the id stores could alias the members as far as the compiler knows.
@@ -123,34 +167,67 @@ class FreeKVCacheBlockQueue {
     const uint32_t mask = mask_;
     if constexpr (kFront) {
       // Last to first, each at the new head: blocks[0] ends up first, the rest behind it in order.
+      // Each block is checked against the ones pushed before it (a duplicate in the list throws).
       uint32_t head = head_;
       for (size_t i = blocks.size(); i-- > 0;) {
         const BlockId b = blocks[i];
-        if constexpr (kChecked) check_pushable(b);
+        check_pushable(b);
         --head;
         ring[head & mask] = b;
         pos[static_cast<size_t>(b)] = head;
-        if constexpr (kChecked) {
-          head_ = head;  // check_pushable of the next block sees this one as free
-          ++num_free_blocks_;
-        }
+        head_ = head;  // check_pushable of the next block sees this one as free
+        ++num_free_blocks_;
       }
-      head_ = head;
     } else {
       uint32_t tail = tail_;
       for (const BlockId b : blocks) {
-        if constexpr (kChecked) check_pushable(b);
+        check_pushable(b);
         ring[tail & mask] = b;
         pos[static_cast<size_t>(b)] = tail;
         ++tail;
-        if constexpr (kChecked) {
-          tail_ = tail;
-          ++num_free_blocks_;
-        }
+        tail_ = tail;
+        ++num_free_blocks_;
       }
-      tail_ = tail;
     }
-    if constexpr (!kChecked) num_free_blocks_ += static_cast<int32_t>(blocks.size());
+  }
+  // The unchecked pushes (see prepend_n_unchecked_if_all): the new entries take logical
+  // positions [first, first + k), one run of ring slots or two at the ring's end, written in one
+  // pass with no position arithmetic modulo the capacity.
+  template <bool kFront, class Keep>
+  bool push_unchecked_if_all(std::span<const BlockId> blocks, Keep&& keep) {
+    if (blocks.empty()) return true;
+    make_room(blocks.size());
+    const auto k = static_cast<uint32_t>(blocks.size());
+    const uint32_t first = kFront ? head_ - k : tail_;
+    const uint32_t start = first & mask_;
+    const uint32_t first_run = std::min(k, mask_ + 1 - start);
+    // Locals: the stores could alias the members as far as the compiler knows.
+    BlockId* const ring = ring_.data();
+    uint32_t* const pos = pos_.data();
+    const BlockId* const ids = blocks.data();
+    const auto spare = static_cast<size_t>(num_blocks_);
+    bool all = true;
+    // blocks[from, to) go to ring slots slot0, slot0 + 1, ...
+    auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
+      BlockId* const dst = ring + slot0;
+      for (uint32_t i = from; i < to; ++i) {
+        const BlockId b = ids[i];
+        const bool ok = keep(b);
+        dst[i - from] = b;
+        pos[ok ? static_cast<size_t>(b) : spare] = first + i;
+        all &= ok;
+      }
+    };
+    run(0, first_run, start);
+    run(first_run, k, 0);  // what did not fit before the ring's end continues at slot 0
+    if (!all) return false;
+    if constexpr (kFront) {
+      head_ = first;
+    } else {
+      tail_ = first + k;
+    }
+    num_free_blocks_ += static_cast<int32_t>(k);
+    return true;
   }
 
   int32_t num_blocks_;
