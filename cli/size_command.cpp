@@ -90,17 +90,6 @@ bool is_execution_flag(const std::string& name) {
          name == "--plot" || name == "--quiet" || name == "--merge" || name == "--help";
 }
 
-// POSIX shell quoting for the replay command lines.
-std::string shell_quote(const std::string& s) {
-  const bool plain = !s.empty() && s.find_first_not_of(
-                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
-                                       "OPQRSTUVWXYZ0123456789_-.,/:=+@%") == std::string::npos;
-  if (plain) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // "kvsim replay TRACE <model/card/trace/scheduler/router/SLO flags as given> --gpu G
 // --tensor-parallel-size T --kv-cache-dtype D [--block-size B] [--max-num-seqs S]" (the
 // candidate's own values only where the candidate sets them, so a default resolves the same way).
@@ -116,15 +105,6 @@ std::string replay_command_prefix(const CLI::App& cmd, const SizeOptions& o) {
     for (const std::string& r : opt->results()) s += " " + name + " " + shell_quote(r);
   }
   return s;
-}
-
-std::string replay_command(const std::string& prefix, const SizeOptions& o, const SizeResult& r) {
-  const SizeCandidate& c = r.candidate;
-  std::string s = fmt::format("{} --gpu {} --tensor-parallel-size {} --kv-cache-dtype {}", prefix,
-                              c.gpu, c.tensor_parallel_size, shell_quote(c.kv_cache_dtype));
-  if (c.block_size) s += fmt::format(" --block-size {}", *c.block_size);
-  if (c.max_num_seqs) s += fmt::format(" --max-num-seqs {}", *c.max_num_seqs);
-  return s + fmt::format(" --replicas {} --router {}", r.replicas, o.cluster.router);
 }
 
 // Everything that defines the results, canonically: each result-affecting flag as given, and
@@ -322,7 +302,7 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   int64_t replays = 0;
   int64_t stopped = 0;
   for (SizeResult& r : results) {
-    if (!r.trials.empty()) r.replay_command = replay_command(prefix, o, r);
+    if (!r.trials.empty()) r.replay_command = size_replay_command(prefix, o.cluster.router, r);
     replays += static_cast<int64_t>(r.trials.size());
     for (const SizeTrial& t : r.trials) stopped += t.stopped_early ? 1 : 0;
   }

@@ -38,29 +38,6 @@ namespace nb = nanobind;
 namespace kvsim::python {
 namespace {
 
-// cli/size_command.cpp's shell_quote: POSIX shell quoting for the replay command lines.
-std::string shell_quote(const std::string& s) {
-  const bool plain = !s.empty() && s.find_first_not_of(
-                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
-                                       "OPQRSTUVWXYZ0123456789_-.,/:=+@%") == std::string::npos;
-  if (plain) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// cli/size_command.cpp's replay_command: the prefix, then the candidate's card, TP, KV dtype and
-// (where the candidate sets them) block size and max_num_seqs, the replica count and the router.
-std::string replay_command(const std::string& prefix, const std::string& router,
-                           const SizeResult& r) {
-  const SizeCandidate& c = r.candidate;
-  std::string s = fmt::format("{} --gpu {} --tensor-parallel-size {} --kv-cache-dtype {}", prefix,
-                              c.gpu, c.tensor_parallel_size, shell_quote(c.kv_cache_dtype));
-  if (c.block_size) s += fmt::format(" --block-size {}", *c.block_size);
-  if (c.max_num_seqs) s += fmt::format(" --max-num-seqs {}", *c.max_num_seqs);
-  return s + fmt::format(" --replicas {} --router {}", r.replicas, router);
-}
-
 std::vector<int32_t> int32_axis(const char* flag, const std::vector<int64_t>& v) {
   std::vector<int32_t> out;
   for (int64_t x : v) {
@@ -130,7 +107,8 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
       run_interruptible([&] { return run_size(candidates, runner, prices, search); }, stop);
   rank_size_results(results);
   for (SizeResult& r : results) {
-    if (!r.trials.empty()) r.replay_command = replay_command(replay_prefix, cluster_opts.router, r);
+    if (!r.trials.empty())
+      r.replay_command = size_replay_command(replay_prefix, cluster_opts.router, r);
   }
 
   SizeReportContext ctx;

@@ -101,4 +101,24 @@ std::string format_size_table(const SizeReportContext& ctx, std::span<const Size
   return out;
 }
 
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                       "OPQRSTUVWXYZ0123456789_-.,/:=+@%") == std::string::npos;
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string size_replay_command(const std::string& prefix, const std::string& router,
+                                const SizeResult& r) {
+  const SizeCandidate& c = r.candidate;
+  std::string s = fmt::format("{} --gpu {} --tensor-parallel-size {} --kv-cache-dtype {}", prefix,
+                              c.gpu, c.tensor_parallel_size, shell_quote(c.kv_cache_dtype));
+  if (c.block_size) s += fmt::format(" --block-size {}", *c.block_size);
+  if (c.max_num_seqs) s += fmt::format(" --max-num-seqs {}", *c.max_num_seqs);
+  return s + fmt::format(" --replicas {} --router {}", r.replicas, router);
+}
+
 }  // namespace kvsim

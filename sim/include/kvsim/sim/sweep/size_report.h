@@ -43,6 +43,16 @@ std::string size_csv(std::span<const SizeResult> results);
 // reason.
 std::string format_size_table(const SizeReportContext& ctx, std::span<const SizeResult> results);
 
+// POSIX shell quoting of one argument: as it is when made only of characters no shell treats
+// specially, else in single quotes.
+std::string shell_quote(const std::string& s);
+
+// The `kvsim replay` command line that reproduces a searched result (SizeResult::replay_command):
+// `prefix` (the trace and the flags shared by every candidate), then the candidate's card, TP,
+// KV dtype and, where it sets them, block size and max_num_seqs, the replica count and `router`.
+std::string size_replay_command(const std::string& prefix, const std::string& router,
+                                const SizeResult& r);
+
 // Reads shard JSONs (written by size_json; contents with names for messages) back: every shard
 // must agree on the context (size_id, num_candidates, trace, model, SLO, router, max_replicas),
 // no candidate index may appear twice, and together they must cover 0 .. num_candidates - 1.
