@@ -27,6 +27,7 @@
 #include "kvsim/sim/metrics/cluster_report.h"
 #include "kvsim/sim/metrics/report.h"
 #include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_stream.h"
 #include "output_files.h"
 #include "plan_options.h"
 #include "scheduler_options.h"
@@ -133,13 +134,27 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
     throw std::invalid_argument(fmt::format("--swap-bandwidth-gbps {}: must be a finite number > 0",
                                             o.swap_bandwidth_gbps));
   }
-  const Trace trace = read_trace(o.trace_path, o.trace);
+  // A plain replay that writes no per-request rows streams the trace (memory follows the
+  // requests in flight: trace_stream.h), unless the trace must be sorted first; a cluster
+  // replay, per-request rows and host/cuda pools keep the trace read whole.
+  std::optional<TraceStream> stream;
+  if (!clustered && o.backend == "null" && o.requests_path.empty()) {
+    stream = TraceStream::open(o.trace_path, o.trace);
+  }
+  const Trace whole = stream ? Trace{} : read_trace(o.trace_path, o.trace);
+  const Trace& trace = stream ? stream->header() : whole;
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim replay"));
-  require_requests(trace, o.trace);
+  require_requests(trace,
+                   stream ? stream->num_requests() : static_cast<int64_t>(trace.requests.size()),
+                   o.trace);
   const bool named = model_given(o.plan);
   if (!named) o.plan.model = kDefaultModel;
   PlanInputs in = resolve_plan_inputs(o.plan);
-  resolve_max_model_len(in, trace, /*model_is_default=*/!named);
+  if (stream) {
+    resolve_max_model_len(in, *stream, /*model_is_default=*/!named);
+  } else {
+    resolve_max_model_len(in, trace, /*model_is_default=*/!named);
+  }
 
   ReplaySettings settings;
   apply(o.sched, settings);
@@ -158,9 +173,9 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   const std::unique_ptr<StepTimeModel> step_time =
       make_step_time_model(o.sched.step_time, in, plan);
   // Shape, dtype and (hybrid models) the KV cache groups sharing the pool's tensors.
-  const KvBackendConfig bc = kv_backend_config_for(plan, parse_kv_backend_kind(o.backend),
-                                                   sc.block_size, sc.num_host_swap_slots,
-                                                   o.backend_max_layers);
+  const KvBackendConfig bc =
+      kv_backend_config_for(plan, parse_kv_backend_kind(o.backend), sc.block_size,
+                            sc.num_host_swap_slots, o.backend_max_layers);
   // The cluster engine builds its replicas' backends itself (one, with --replicas 1).
   const std::unique_ptr<KvBackend> backend = clustered ? nullptr : make_kv_backend(bc);
   // Last check before the run: every output path can be written.
@@ -185,7 +200,8 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
     const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
     cluster_result = run_cluster_replay(rc, cluster, trace, backends, *step_time, progress);
   } else {
-    plain_result = run_replay(rc, trace, *backend, *step_time, progress);
+    plain_result = stream ? run_replay(rc, *stream, *backend, *step_time, progress)
+                          : run_replay(rc, trace, *backend, *step_time, progress);
   }
   const ReplayResult& result = clustered ? cluster_result->cluster : plain_result;
 

@@ -78,7 +78,11 @@ void check_trace_options(const CLI::App& app, const TraceReadOptions& o) {
 }
 
 void require_requests(const Trace& trace, const TraceReadOptions& o) {
-  if (!trace.requests.empty()) return;
+  require_requests(trace, static_cast<int64_t>(trace.requests.size()), o);
+}
+
+void require_requests(const Trace& trace, int64_t num_requests, const TraceReadOptions& o) {
+  if (num_requests > 0) return;
   std::vector<std::string> why;
   why.push_back(fmt::format("{} data rows read", trace.rows_read));
   if (const std::string dropped = describe_dropped(trace); !dropped.empty()) {

@@ -23,5 +23,7 @@ void check_trace_options(const CLI::App& app, const TraceReadOptions& options);
 // read with `options` holds no request: an empty file, every row dropped, or a window/limit
 // that selects nothing.
 void require_requests(const Trace& trace, const TraceReadOptions& options);
+// The same for a trace whose requests are not held (TraceStream: its header and count).
+void require_requests(const Trace& trace, int64_t num_requests, const TraceReadOptions& options);
 
 }  // namespace kvsim::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <stdexcept>
 #include <string>
 
@@ -75,7 +76,82 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
   ReplayResult result;
   result.summary = std::move(engine.summary());
   result.timeline = std::move(engine.timeline());
+  result.summary.request_slots = static_cast<int64_t>(n);
   if (config.record_requests) result.requests = std::move(requests.records);
+  result.summary.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, KvBackend& backend,
+                        const StepTimeModel& step_time, const ProgressCallback& progress) {
+  if (config.record_requests) {
+    throw std::invalid_argument(
+        "a streaming replay keeps no per-request records: turn record_requests off, or replay "
+        "the trace read whole");
+  }
+  check_replay_config(config, backend);
+  const auto wall_start = std::chrono::steady_clock::now();
+  ReplayRequests slots;
+  ReplicaEngine engine(config, backend, step_time, slots);
+  // Slots of requests that are done, with the scheduler's step count then: reusable once
+  // Scheduler::id_reusable says no table, batch in flight or finished list names them.
+  std::vector<int64_t> done_log;
+  engine.set_done_log(&done_log);
+  struct Retiring {
+    int64_t slot;
+    int64_t done_at;
+  };
+  std::deque<Retiring> retiring;
+  std::vector<int64_t> free_slots;
+  const int64_t total = trace.num_requests();
+  int64_t next_progress = config.progress_every_steps;
+  const auto step = [&] {
+    engine.step();
+    const int64_t now = engine.scheduler().num_scheduled_steps();
+    for (int64_t slot : done_log) retiring.push_back({slot, now});
+    done_log.clear();
+    while (!retiring.empty() && engine.scheduler().id_reusable(retiring.front().done_at)) {
+      free_slots.push_back(retiring.front().slot);
+      retiring.pop_front();
+    }
+    if (progress && engine.num_steps() >= next_progress) {
+      next_progress += config.progress_every_steps;
+      progress(engine.num_done(), total, engine.clock_ns());
+    }
+  };
+  // run_replay's loop with arrivals pushed: a request is added once the engine's next event is
+  // at or after its arrival, after every step due before it.
+  int64_t index = 0;
+  int64_t previous_arrival_ns = 0;
+  trace.for_each([&](TraceRequest&& tr) {
+    check_arrival(trace.header().path, index, tr, previous_arrival_ns);
+    previous_arrival_ns = tr.arrival_ns;
+    while (engine.next_event_ns() < tr.arrival_ns) step();
+    int64_t slot = 0;
+    if (!free_slots.empty()) {
+      slot = free_slots.back();
+      free_slots.pop_back();
+    } else {
+      slot = static_cast<int64_t>(slots.requests.size());
+      slots.requests.emplace_back();
+      slots.records.emplace_back();
+    }
+    Request& r = slots.requests[static_cast<size_t>(slot)];
+    r = make_request(tr, index);  // the salt stays the trace index's
+    r.request_id = slot;
+    r.external_id = index;
+    slots.records[static_cast<size_t>(slot)] = make_request_record(tr, r, index);
+    engine.add_request(slot);
+    ++index;
+  });
+  while (engine.next_event_ns() != ReplicaEngine::kNoEvent) step();
+  engine.finish();
+  if (progress) progress(engine.num_done(), total, engine.clock_ns());
+  ReplayResult result;
+  result.summary = std::move(engine.summary());
+  result.timeline = std::move(engine.timeline());
+  result.summary.request_slots = static_cast<int64_t>(slots.requests.size());
   result.summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;

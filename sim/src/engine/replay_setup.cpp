@@ -60,6 +60,12 @@ void resolve_max_model_len(PlanInputs& in, const Trace& trace, bool model_is_def
   }
 }
 
+void resolve_max_model_len(PlanInputs& in, const TraceStream& trace, bool model_is_default) {
+  if (in.max_model_len == 0 && (model_is_default || in.model.max_position_embeddings == 0)) {
+    in.max_model_len = trace.default_max_model_len();
+  }
+}
+
 Plan plan_replay_pool(const PlanInputs& in) {
   Plan plan = compute_plan(in);
   // Block 0 is vLLM's null block: a pool needs at least one more to hold any KV.

@@ -11,30 +11,40 @@
 
 namespace kvsim {
 
+void check_arrival(const std::string& path, int64_t index, const TraceRequest& tr,
+                   int64_t previous_arrival_ns) {
+  if (tr.arrival_ns < 0 || tr.arrival_ns > kMaxArrivalNs) {
+    throw std::invalid_argument(
+        fmt::format("trace {}: arrival of request {} (line {}) is {} ns, outside [0, 2^62]", path,
+                    index, tr.source_line, tr.arrival_ns));
+  }
+  if (index > 0 && tr.arrival_ns < previous_arrival_ns) {
+    throw std::invalid_argument(fmt::format("trace {}: arrivals not sorted at request {} (line {})",
+                                            path, index, tr.source_line));
+  }
+}
+
+RequestRecord make_request_record(const TraceRequest& tr, const Request& r, int64_t index) {
+  RequestRecord rec;
+  rec.request_id = index;
+  rec.source_line = tr.source_line;
+  rec.prompt_tokens = tr.input_tokens;
+  rec.max_tokens = r.max_tokens;
+  rec.priority = tr.priority;
+  rec.arrival_ns = tr.arrival_ns;
+  return rec;
+}
+
 ReplayRequests make_replay_requests(const Trace& trace) {
   ReplayRequests out;
   const size_t n = trace.requests.size();
-  out.requests.reserve(n);
-  out.records.resize(n);
+  out.records.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const TraceRequest& tr = trace.requests[i];
-    if (tr.arrival_ns < 0 || tr.arrival_ns > kMaxArrivalNs) {
-      throw std::invalid_argument(
-          fmt::format("trace {}: arrival of request {} (line {}) is {} ns, outside [0, 2^62]",
-                      trace.path, i, tr.source_line, tr.arrival_ns));
-    }
-    if (i > 0 && tr.arrival_ns < trace.requests[i - 1].arrival_ns) {
-      throw std::invalid_argument(fmt::format(
-          "trace {}: arrivals not sorted at request {} (line {})", trace.path, i, tr.source_line));
-    }
-    out.requests.push_back(make_request(tr, static_cast<int64_t>(i)));
-    RequestRecord& rec = out.records[i];
-    rec.request_id = static_cast<int64_t>(i);
-    rec.source_line = tr.source_line;
-    rec.prompt_tokens = tr.input_tokens;
-    rec.max_tokens = out.requests.back().max_tokens;
-    rec.priority = tr.priority;
-    rec.arrival_ns = tr.arrival_ns;
+    const auto index = static_cast<int64_t>(i);
+    check_arrival(trace.path, index, tr, i > 0 ? trace.requests[i - 1].arrival_ns : 0);
+    out.requests.push_back(make_request(tr, index));
+    out.records.push_back(make_request_record(tr, out.requests.back(), index));
   }
   return out;
 }
@@ -142,7 +152,8 @@ ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
 }
 
 void ReplicaEngine::add_request(int64_t id) {
-  routed_.push_back(id);
+  pending_.push_back(id);
+  ++num_added_;
   summary_.requests += 1;
   queued_requests_ += 1;
   queued_tokens_ += requests_[static_cast<size_t>(id)].num_prompt_tokens;
@@ -154,26 +165,26 @@ bool ReplicaEngine::has_work() const {
 
 int64_t ReplicaEngine::next_event_ns() const {
   if (has_work()) return t_;
-  if (next_pending_ < routed_.size()) {
-    return std::max(t_, requests_[static_cast<size_t>(routed_[next_pending_])].arrival_time_ns);
+  if (!pending_.empty()) {
+    return std::max(t_, requests_[static_cast<size_t>(pending_.front())].arrival_time_ns);
   }
   return kNoEvent;
 }
 
 bool ReplicaEngine::admit_arrivals() {
   auto add_due = [this] {
-    while (next_pending_ < routed_.size()) {
-      const auto id = static_cast<size_t>(routed_[next_pending_]);
+    while (!pending_.empty()) {
+      const auto id = static_cast<size_t>(pending_.front());
       if (requests_[id].arrival_time_ns > t_) break;
-      ++next_pending_;
+      pending_.pop_front();
       arrive(id);
     }
   };
   add_due();
   if (has_work()) return true;
-  if (next_pending_ >= routed_.size()) return false;
+  if (pending_.empty()) return false;
   // Idle: jump to the next arrival (no step logged).
-  t_ = requests_[static_cast<size_t>(routed_[next_pending_])].arrival_time_ns;
+  t_ = requests_[static_cast<size_t>(pending_.front())].arrival_time_ns;
   add_due();
   return has_work();
 }
@@ -434,7 +445,8 @@ void ReplicaEngine::livelock(int64_t steps) const {
   std::string head = "none";
   if (!sched_.waiting().empty()) {
     const Request* h = sched_.waiting().peek();
-    head = fmt::format("request {} ({} tokens, {} computed)", h->request_id, h->num_tokens(),
+    head = fmt::format("request {} ({} tokens, {} computed)",
+                       records_[static_cast<size_t>(h->request_id)].request_id, h->num_tokens(),
                        h->num_computed_tokens);
   }
   throw std::runtime_error(fmt::format(

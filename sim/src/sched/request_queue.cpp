@@ -14,8 +14,9 @@ bool comes_after(const Request* a, const Request* b) {
 }  // namespace
 
 bool RequestQueue::served_before(const Request& a, const Request& b) {
-  return std::tie(a.priority, a.arrival_time_ns, a.request_id) <
-         std::tie(b.priority, b.arrival_time_ns, b.request_id);
+  const int64_t ia = a.id_for_ordering();
+  const int64_t ib = b.id_for_ordering();
+  return std::tie(a.priority, a.arrival_time_ns, ia) < std::tie(b.priority, b.arrival_time_ns, ib);
 }
 
 void RequestQueue::add(Request* r) {

@@ -165,6 +165,12 @@ void Scheduler::add_request(Request* r) {
     throw std::invalid_argument("add_request: request id " + std::to_string(id) +
                                 " already queued");
   }
+  // A reused id (streaming replays) must come back clean: its previous owner's KV and host
+  // slots were released before the id was handed out again (id_reusable).
+  if (kv_.num_blocks_held(r->request_id) != 0 || !host_slots(r->request_id).empty()) {
+    throw std::logic_error("add_request: request id " + std::to_string(id) +
+                           " still holds KV blocks or host slots of an earlier request");
+  }
   by_id_[id] = r;
   if (config_.enable_prefix_caching && r->hash_block_size == 0) {
     r->enable_block_hashing(config_.block_size);

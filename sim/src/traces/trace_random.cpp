@@ -74,18 +74,27 @@ int64_t add_gap_ns(int64_t t, double gap_s) {
   return t + std::llround(gap_ns);
 }
 
-std::vector<int64_t> poisson_arrivals_ns(size_t n, double rate, uint64_t seed) {
+PoissonArrivals::PoissonArrivals(double rate, uint64_t seed)
+    : rate_(rate), rng_(derive_seed(seed, 0)) {
   if (!(rate > 0) || !std::isfinite(rate)) {
     throw std::invalid_argument("Poisson arrivals need a rate > 0 (requests per second)");
   }
-  Rng rng(derive_seed(seed, 0));
+}
+
+int64_t PoissonArrivals::next() {
+  if (first_) {
+    first_ = false;
+  } else {
+    t_ = add_gap_ns(t_, rng_.exponential(rate_));
+  }
+  return t_;
+}
+
+std::vector<int64_t> poisson_arrivals_ns(size_t n, double rate, uint64_t seed) {
+  PoissonArrivals arrivals(rate, seed);
   std::vector<int64_t> out;
   out.reserve(n);
-  int64_t t = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i > 0) t = add_gap_ns(t, rng.exponential(rate));
-    out.push_back(t);
-  }
+  for (size_t i = 0; i < n; ++i) out.push_back(arrivals.next());
   return out;
 }
 

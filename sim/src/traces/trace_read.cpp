@@ -33,6 +33,10 @@ bool has(const std::vector<std::string>& cols, std::string_view name) {
   return std::find(cols.begin(), cols.end(), name) != cols.end();
 }
 
+}  // namespace
+
+namespace detail {
+
 int64_t seconds_to_ns(double s, const char* what) {
   if (!std::isfinite(s) || s < 0 || s > 9.2e9) {
     throw std::invalid_argument(fmt::format("{} must be a finite number of seconds >= 0", what));
@@ -46,7 +50,7 @@ int64_t seconds_to_ns(double s, const char* what) {
   return ns;
 }
 
-void validate(const TraceReadOptions& o) {
+void validate_read_options(const TraceReadOptions& o) {
   if (o.hash_block_size < 0) throw std::invalid_argument("--hash-block-size must be >= 0");
   if (o.max_requests < 0) throw std::invalid_argument("--max-requests must be >= 0");
   if (!(o.time_scale > 0) || !std::isfinite(o.time_scale)) {
@@ -60,23 +64,103 @@ void validate(const TraceReadOptions& o) {
   }
 }
 
+namespace {
 std::string seconds_text(int64_t ns) {
   return fmt::format("{}.{:09d} s", ns / 1'000'000'000, ns % 1'000'000'000);
 }
+}  // namespace
+
+std::optional<TraceError> rebase_arrival(int64_t& arrival_ns, int64_t base, int64_t source_line,
+                                         const std::string& path, TraceFormat format) {
+  int64_t rel = 0;
+  const bool overflow = __builtin_sub_overflow(arrival_ns, base, &rel);
+  if (overflow || rel > kMaxArrivalNs) {
+    return TraceError(path, source_line, std::string(trace_field_names(format).arrival),
+                      "arrival more than 2^62 ns (about 146 years) after the first request",
+                      overflow ? "beyond 292 years" : seconds_text(rel));
+  }
+  arrival_ns = rel;
+  return std::nullopt;
+}
+
+int64_t scale_arrival(int64_t arrival_ns, double time_scale, int64_t source_line) {
+  if (time_scale == 1.0) return arrival_ns;
+  const double scaled = static_cast<double>(arrival_ns) * time_scale;
+  if (scaled > static_cast<double>(kMaxArrivalNs)) {
+    throw std::invalid_argument(
+        fmt::format("--time-scale {} puts the arrival of line {} beyond 2^62 ns (about 146 years)",
+                    time_scale, source_line));
+  }
+  return std::llround(scaled);
+}
+
+bool read_rows(const std::string& path, const TraceReadOptions& options, Trace& trace,
+               RowSink& sink) {
+  LineReader reader(path, options.limits);
+  trace.path = path;
+  int64_t first_line_number = 1;
+  const std::string_view first = reader.first_nonblank_line(&first_line_number);
+  if (trace_parse::trim(first).empty()) {
+    throw TraceError(path, 1, "header", "empty file, no header or records", "");
+  }
+  trace.format = options.format == TraceFormat::AUTO
+                     ? detect_trace_format(first, path, first_line_number)
+                     : options.format;
+  bool has_arrivals = true;
+  switch (trace.format) {
+    case TraceFormat::AZURE:
+    case TraceFormat::VIDUR:
+    case TraceFormat::BURSTGPT:
+    case TraceFormat::SHAREGPT:
+      has_arrivals = read_csv_trace(reader, trace.format, sink);
+      break;
+    case TraceFormat::MOONCAKE:
+    case TraceFormat::BAILIAN:
+    case TraceFormat::KVSIM:
+      read_jsonl_trace(reader, trace.format, sink);
+      break;
+    case TraceFormat::AUTO:
+      break;
+  }
+  if (trace.rows_read == 0) {
+    throw TraceError(path, reader.line_number(), "records", "no records in the file", "");
+  }
+  return has_arrivals;
+}
+
+void resolve_arrival_mode(const TraceReadOptions& options, bool has_arrivals, bool any_requests,
+                          bool any_hash_ids, Trace& trace) {
+  // A forced hash block size only says how to read hash_ids: where there are none it would be
+  // silently ignored, so refuse it (CSV layouts never carry hash_ids).
+  if (options.hash_block_size > 0 && any_requests && !any_hash_ids) {
+    throw std::invalid_argument(fmt::format(
+        "--hash-block-size {} applies to traces with hash_ids, and {} ({}) has none; drop the flag",
+        options.hash_block_size, trace.path, to_string(trace.format)));
+  }
+  trace.arrival_mode = options.arrival;
+  if (!has_arrivals && options.arrival == ArrivalMode::TRACE) {
+    trace.arrival_mode = ArrivalMode::ALL_AT_ONCE;  // the layout has no timestamps
+  }
+  if ((options.start_s > 0 || options.duration_s > 0) && !has_arrivals) {
+    throw std::invalid_argument(
+        fmt::format("--start/--duration need arrival times, and {} ({}) has none", trace.path,
+                    to_string(trace.format)));
+  }
+}
+
+}  // namespace detail
+
+namespace {
 
 // Arrivals relative to the first (sorted) request, each at most kMaxArrivalNs.
 void rebase(std::vector<TraceRequest>& reqs, const std::string& path, TraceFormat format) {
   if (reqs.empty()) return;
   const int64_t base = reqs.front().arrival_ns;
   for (auto& r : reqs) {
-    int64_t rel = 0;
-    const bool overflow = __builtin_sub_overflow(r.arrival_ns, base, &rel);
-    if (overflow || rel > kMaxArrivalNs) {
-      throw TraceError(path, r.source_line, std::string(trace_field_names(format).arrival),
-                       "arrival more than 2^62 ns (about 146 years) after the first request",
-                       overflow ? "beyond 292 years" : seconds_text(rel));
+    if (const auto error =
+            detail::rebase_arrival(r.arrival_ns, base, r.source_line, path, format)) {
+      throw *error;
     }
-    r.arrival_ns = rel;
   }
 }
 
@@ -257,59 +341,16 @@ TraceFormat detect_trace_format(std::string_view first_line, const std::string& 
 }
 
 Trace read_trace(const std::string& path, const TraceReadOptions& options) {
-  validate(options);
-  LineReader reader(path, options.limits);
+  detail::validate_read_options(options);
   Trace trace;
-  trace.path = path;
-  int64_t first_line_number = 1;
-  const std::string_view first = reader.first_nonblank_line(&first_line_number);
-  if (trace_parse::trim(first).empty()) {
-    throw TraceError(path, 1, "header", "empty file, no header or records", "");
-  }
-  trace.format = options.format == TraceFormat::AUTO
-                     ? detect_trace_format(first, path, first_line_number)
-                     : options.format;
-
   detail::RowSink sink(trace, options);
-  bool has_arrivals = true;
-  switch (trace.format) {
-    case TraceFormat::AZURE:
-    case TraceFormat::VIDUR:
-    case TraceFormat::BURSTGPT:
-    case TraceFormat::SHAREGPT:
-      has_arrivals = detail::read_csv_trace(reader, trace.format, sink);
-      break;
-    case TraceFormat::MOONCAKE:
-    case TraceFormat::BAILIAN:
-    case TraceFormat::KVSIM:
-      detail::read_jsonl_trace(reader, trace.format, sink);
-      break;
-    case TraceFormat::AUTO:
-      break;
-  }
-  if (trace.rows_read == 0) {
-    throw TraceError(path, reader.line_number(), "records", "no records in the file", "");
-  }
-
+  const bool has_arrivals = detail::read_rows(path, options, trace, sink);
   std::vector<TraceRequest>& reqs = sink.requests;
-  // A forced hash block size only says how to read hash_ids: where there are none it would be
-  // silently ignored, so refuse it (CSV layouts never carry hash_ids).
-  if (options.hash_block_size > 0 && !reqs.empty() &&
-      std::none_of(reqs.begin(), reqs.end(), [](const TraceRequest& r) { return r.hash_ids; })) {
-    throw std::invalid_argument(fmt::format(
-        "--hash-block-size {} applies to traces with hash_ids, and {} ({}) has none; drop the flag",
-        options.hash_block_size, path, to_string(trace.format)));
-  }
-  trace.arrival_mode = options.arrival;
-  if (!has_arrivals && options.arrival == ArrivalMode::TRACE) {
-    trace.arrival_mode = ArrivalMode::ALL_AT_ONCE;  // the layout has no timestamps
-  }
+  detail::resolve_arrival_mode(
+      options, has_arrivals, !reqs.empty(),
+      std::any_of(reqs.begin(), reqs.end(), [](const TraceRequest& r) { return r.hash_ids; }),
+      trace);
   const bool windowed = options.start_s > 0 || options.duration_s > 0;
-  if (windowed && !has_arrivals) {
-    throw std::invalid_argument(
-        fmt::format("--start/--duration need arrival times, and {} ({}) has none", path,
-                    to_string(trace.format)));
-  }
 
   if (has_arrivals) {
     std::stable_sort(reqs.begin(), reqs.end(), [](const TraceRequest& a, const TraceRequest& b) {
@@ -318,8 +359,8 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
     rebase(reqs, path, trace.format);
   }
   if (windowed) {
-    const int64_t start = seconds_to_ns(options.start_s, "--start");
-    const int64_t duration = seconds_to_ns(options.duration_s, "--duration");
+    const int64_t start = detail::seconds_to_ns(options.start_s, "--start");
+    const int64_t duration = detail::seconds_to_ns(options.duration_s, "--duration");
     const auto first =
         std::lower_bound(reqs.begin(), reqs.end(), start,
                          [](const TraceRequest& r, int64_t t) { return r.arrival_ns < t; });
@@ -341,16 +382,8 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
     const auto arrivals = poisson_arrivals_ns(reqs.size(), options.rate, options.seed);
     for (size_t i = 0; i < reqs.size(); ++i) reqs[i].arrival_ns = arrivals[i];
   }
-  if (options.time_scale != 1.0) {
-    for (auto& r : reqs) {
-      const double scaled = static_cast<double>(r.arrival_ns) * options.time_scale;
-      if (scaled > static_cast<double>(kMaxArrivalNs)) {
-        throw std::invalid_argument(fmt::format(
-            "--time-scale {} puts the arrival of line {} beyond 2^62 ns (about 146 years)",
-            options.time_scale, r.source_line));
-      }
-      r.arrival_ns = std::llround(scaled);
-    }
+  for (auto& r : reqs) {
+    r.arrival_ns = detail::scale_arrival(r.arrival_ns, options.time_scale, r.source_line);
   }
   trace.requests = std::move(reqs);
   return trace;

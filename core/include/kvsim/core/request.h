@@ -44,7 +44,10 @@ struct PromptContent {
 };
 
 struct Request {
-  int64_t request_id = 0;  // dense, 0-based (KVCacheManager indexes its tables by it)
+  // Dense, 0-based: the slot KVCacheManager and the scheduler index their tables by. A streaming
+  // replay reuses the slot of a request that is done, so it names a request only while it is in
+  // flight; external_id names it for the whole run.
+  int64_t request_id = 0;
   int32_t num_prompt_tokens = 0;
   int32_t max_tokens = 1;
   int32_t num_output_tokens = 0;
@@ -80,8 +83,14 @@ struct Request {
   // preempted (BlockPool's private blocks), which no lookup can tell apart from vLLM's eager
   // caching. Kept by update_block_hashes().
   int32_t first_private_block_hash = INT32_MAX;
+  // The request's run-wide identity (a replay: its trace index), unique over the run; -1 means
+  // request_id is (no slot is ever reused). The priority queue breaks ties on it, so that
+  // reusing slots cannot reorder requests of equal priority and arrival (vLLM compares request
+  // ids, which are never reused).
+  int64_t external_id = -1;
 
   int32_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
+  int64_t id_for_ordering() const { return external_id >= 0 ? external_id : request_id; }
 
   // Enables hashing with the given block size and hashes the prompt's full blocks.
   void enable_block_hashing(int32_t block_size);

@@ -47,6 +47,7 @@
 #include "kvsim/sim/metrics/latency_stats.h"
 #include "kvsim/sim/sched/scheduler.h"
 #include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_stream.h"
 
 namespace kvsim {
 
@@ -130,6 +131,10 @@ struct ReplaySummary {
   int64_t sim_ns = 0;       // clock at the end
   int64_t busy_ns = 0;      // sum of step durations
   double wall_seconds = 0;  // host time of run_replay (the only non-deterministic field)
+  // Request states (Request + record + table rows) held at once: every trace request for a
+  // replay of the trace read whole; for a streaming replay the peak in flight plus those waiting
+  // to be reused. Not in the reports: it describes kvsim's memory, not the engine's.
+  int64_t request_slots = 0;
   int32_t num_gpu_blocks = 0;
   int32_t block_size = 0;
   int32_t max_model_len = 0;
@@ -216,6 +221,15 @@ using ProgressCallback =
 // Runs the whole trace. Throws std::invalid_argument for a bad config and std::runtime_error
 // from the livelock guard. The backend's verify() is called at the end unless it is the null one.
 ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBackend& backend,
+                        const StepTimeModel& step_time, const ProgressCallback& progress = {});
+
+// The streaming replay (TraceStream): the same result as run_replay over
+// read_trace(path, options) (every block id, timeline row and summary field; wall_seconds
+// aside), with the trace read a second time instead of held and each request's state (Request,
+// record, the scheduler's and KV manager's tables) in a slot reused once the request is done,
+// so memory follows the requests in flight. It keeps no per-request records: throws
+// std::invalid_argument when config.record_requests is set.
+ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, KvBackend& backend,
                         const StepTimeModel& step_time, const ProgressCallback& progress = {});
 
 // The Request a trace record becomes (id = its index in the trace): prompt content from token

@@ -46,6 +46,7 @@ struct ReplaySettings {
 // else (or when `model_is_default`: the model was not chosen by the user) 1 + the trace's longest
 // input + output. Leaves an explicit max_model_len alone.
 void resolve_max_model_len(PlanInputs& in, const Trace& trace, bool model_is_default = false);
+void resolve_max_model_len(PlanInputs& in, const TraceStream& trace, bool model_is_default = false);
 
 // compute_plan(in), refusing a pool that cannot run a replay: fewer than 2 blocks (block 0 is
 // vLLM's null block) or block count / block size / max_model_len beyond int32 (the scheduler's

@@ -22,8 +22,10 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kvsim/core/kv_backend.h"
@@ -38,15 +40,25 @@
 
 namespace kvsim {
 
-// The trace as the engine runs it: requests[i] and records[i] belong to trace request i.
+// The requests an engine runs, by slot: requests[i] and records[i] belong to the request whose
+// Request::request_id is i. A whole-trace run (make_replay_requests) gives trace request i slot
+// i for the whole run; a streaming run (run_replay over a TraceStream) reuses the slot of a
+// request that is done (Scheduler::id_reusable), so memory follows the requests in flight.
+// RequestRecord::request_id is always the trace index, Request::external_id too when slots are
+// reused. `requests` is a deque: the scheduler holds pointers into it while it grows.
 struct ReplayRequests {
-  std::vector<Request> requests;
+  std::deque<Request> requests;
   std::vector<RequestRecord> records;
 };
 
 // Builds them, checking that arrivals lie in [0, kMaxArrivalNs] and are sorted (throws
 // std::invalid_argument naming the trace, request and line).
 ReplayRequests make_replay_requests(const Trace& trace);
+// That check for trace request `index` (the previous one arrived at previous_arrival_ns).
+void check_arrival(const std::string& path, int64_t index, const TraceRequest& tr,
+                   int64_t previous_arrival_ns);
+// The record of trace request `index` before it runs (`r` = make_request(tr, index)).
+RequestRecord make_request_record(const TraceRequest& tr, const Request& r, int64_t index);
 
 // What run_replay refuses before it starts (std::invalid_argument): negative livelock_steps,
 // progress_every_steps < 1, a bad swap setting.
@@ -92,7 +104,7 @@ class ReplicaEngine {
 
   // State a router reads.
   int64_t clock_ns() const { return t_; }
-  int64_t num_outstanding() const { return static_cast<int64_t>(routed_.size()) - done_; }
+  int64_t num_outstanding() const { return num_added_ - done_; }
   int64_t num_queued() const { return queued_requests_; }
   int64_t num_queued_tokens() const { return queued_tokens_; }
   double kv_usage() const { return sched_.kv_cache_manager().usage(); }
@@ -101,14 +113,14 @@ class ReplicaEngine {
   // lookup. `r` must carry block hashes of the scheduler's block size; 0 with caching off.
   int32_t cached_prefix_tokens(const Request& r) const;
 
-  // From now on, append the id of every request that finishes or is rejected to `log` (null:
-  // stop); the cluster's early-stop check drains it after each step.
+  // From now on, append the id (slot) of every request that finishes or is rejected to `log`
+  // (null: stop); the cluster's early-stop check and the streaming driver drain it after each
+  // step or arrival.
   void set_done_log(std::vector<int64_t>* log) { done_log_ = log; }
 
   int64_t num_steps() const { return summary_.steps; }
   int64_t num_done() const { return done_; }  // finished + rejected
   const Scheduler& scheduler() const { return sched_; }
-  std::span<const int64_t> request_ids() const { return routed_; }  // in the order added
   ReplaySummary& summary() { return summary_; }
   const ReplaySummary& summary() const { return summary_; }
   const ReplayStepSums& step_sums() const { return sums_; }
@@ -140,14 +152,14 @@ class ReplicaEngine {
   const ReplayConfig& config_;
   KvBackend& backend_;
   const StepTimeModel& step_time_;
-  std::vector<Request>& requests_;
+  std::deque<Request>& requests_;
   std::vector<RequestRecord>& records_;
   Scheduler sched_;
   EngineCore core_;  // async mode's batch queue over sched_
   bool null_backend_;
   int64_t livelock_limit_ = 0;
-  std::vector<int64_t> routed_;  // request ids added, in arrival order
-  size_t next_pending_ = 0;      // routed_[next_pending_..] are not in the scheduler yet
+  std::deque<int64_t> pending_;  // ids added and not in the scheduler yet, in arrival order
+  int64_t num_added_ = 0;
   int64_t queued_requests_ = 0;
   int64_t queued_tokens_ = 0;
   ReplaySummary summary_;

@@ -4,11 +4,11 @@
 //   * FCFS (FCFSRequestQueue, a deque): add() appends, peek()/pop() take the front, prepend()
 //     pushes to the front (a preempted request is retried first).
 //   * PRIORITY (PriorityRequestQueue, a binary heap): ordered by (priority, arrival_time_ns,
-//     request_id), lower first; add() and prepend() are the same heap push, so a preempted
-//     request's position depends only on that key (vLLM: Request.__lt__).
-//     Ties on (priority, arrival): vLLM compares request ids as STRINGS ("10" < "9"); kvsim
-//     compares its dense integer ids (9 < 10). Real vLLM request ids are random strings, so
-//     neither order is "right"; zero-padded ids of equal width make the two agree.
+//     Request::id_for_ordering(): the run-wide id, not the reusable slot), lower first; add() and
+//     prepend() are the same heap push, so a preempted request's position depends only on that key
+//     (vLLM: Request.__lt__). Ties on (priority, arrival): vLLM compares request ids as STRINGS
+//     ("10" < "9"); kvsim compares its dense integer ids (9 < 10). Real vLLM request ids are random
+//     strings, so neither order is "right"; zero-padded ids of equal width make the two agree.
 // The queue stores non-owning pointers; every pointed-to Request must outlive its membership.
 // Invariant: a request is in the queue at most once (the scheduler guarantees it).
 #pragma once

@@ -210,6 +210,15 @@ class Scheduler {
   bool has_requests() const { return has_unfinished_requests() || !finished_pending_.empty(); }
   // Outputs scheduled and not yet passed to update_from_output().
   int64_t num_pending_outputs() const { return step_ - first_pending_step_; }
+  // schedule() calls so far (the next step index).
+  int64_t num_scheduled_steps() const { return step_; }
+  // Whether the id of a request that was done (finished, aborted or rejected; its KV freed) when
+  // num_scheduled_steps() was `done_at` may be given to a new request: every output scheduled by
+  // then has been updated (an async batch in flight may still name it) and a later schedule()
+  // has reported it in finished_req_ids. Streaming replays reuse ids (Request::request_id).
+  bool id_reusable(int64_t done_at) const {
+    return first_pending_step_ >= done_at && step_ > done_at;
+  }
 
   // Aborts the head of the waiting queue (vLLM: finish_requests with FINISHED_ABORTED).
   // Returns it. Precondition: waiting is not empty.

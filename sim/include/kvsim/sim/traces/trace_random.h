@@ -42,8 +42,22 @@ class Rng {
 // negative or NaN or the sum would exceed kMaxArrivalNs (trace.h; a rate far too low).
 int64_t add_gap_ns(int64_t t, double gap_s);
 
-// Arrival times of a Poisson process at `rate` req/s: n values, the first 0, each later one the
-// previous plus an exponential gap rounded to whole nanoseconds.
+// Arrival times of a Poisson process at `rate` req/s, one at a time: the first 0, each later one
+// the previous plus an exponential gap rounded to whole nanoseconds. Throws std::invalid_argument
+// for a rate that is not > 0 and finite (constructor) or an arrival beyond kMaxArrivalNs (next).
+class PoissonArrivals {
+ public:
+  PoissonArrivals(double rate, uint64_t seed);
+  int64_t next();
+
+ private:
+  double rate_;
+  Rng rng_;
+  int64_t t_ = 0;
+  bool first_ = true;
+};
+
+// The first n arrivals of PoissonArrivals(rate, seed).
 std::vector<int64_t> poisson_arrivals_ns(size_t n, double rate, uint64_t seed);
 
 }  // namespace kvsim

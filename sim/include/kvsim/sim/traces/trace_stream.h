@@ -1,0 +1,64 @@
+// TraceStream: a trace read twice instead of held, so that a replay's memory follows the
+// requests in flight, not the trace length (docs/traces.md §Streaming).
+//
+// open() reads the file once (the validation pass): every row is parsed and checked exactly as
+// read_trace() does, so every error read_trace() would throw is thrown here, before anything
+// runs, and the counts a report needs (rows read, dropped rows, the number of requests, the
+// longest one) are kept. for_each() then reads the file again and hands over the requests one
+// at a time: the same requests, in the same order, with the same arrivals as
+// read_trace(path, options).requests.
+//
+// A trace streams when its requests keep file order: its arrivals do not decrease along the
+// file (or it has none). read_trace() stable-sorts a trace whose arrivals go backwards, which
+// needs the whole trace; open() returns nullopt for it, and the caller reads it whole.
+//
+// Invariants (after open): header().requests is empty; num_requests() is the size
+// read_trace(path, options).requests would have; every other field of header() equals
+// read_trace's. Memory: a bounded read buffer (LineReader) and one request at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "kvsim/sim/traces/trace.h"
+
+namespace kvsim {
+
+class TraceStream {
+ public:
+  // The validation pass. Throws what read_trace(path, options) throws; nullopt when the
+  // trace's arrivals go backwards in the file (see above).
+  static std::optional<TraceStream> open(const std::string& path,
+                                         const TraceReadOptions& options = {});
+
+  // read_trace's Trace without its requests: path, format, arrival mode, rows read, drops.
+  const Trace& header() const { return header_; }
+  int64_t num_requests() const { return num_requests_; }
+  // default_max_model_len() of the trace read whole: 1 + its longest input + output, or the
+  // same TraceError for a request whose length + 1 exceeds int32.
+  int32_t default_max_model_len() const;
+
+  // The replay pass: calls fn for each request, in order. Throws std::runtime_error naming the
+  // file when it no longer yields what the validation pass saw (changed in between), and
+  // whatever fn throws (the read stops there).
+  void for_each(const std::function<void(TraceRequest&&)>& fn) const;
+
+ private:
+  TraceStream() = default;
+  // Turns one parsed row (file order) into the request read_trace would keep, or nothing.
+  class Normaliser;
+
+  TraceReadOptions options_;
+  Trace header_;
+  bool has_arrivals_ = true;
+  int64_t num_requests_ = 0;
+  int64_t longest_ = 0;  // max input + output over the requests
+  // The first request (in order) whose length + 1 exceeds int32: its line and lengths.
+  int64_t too_long_line_ = 0;
+  int32_t too_long_input_ = 0;
+  int32_t too_long_output_ = 0;
+};
+
+}  // namespace kvsim

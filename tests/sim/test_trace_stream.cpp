@@ -1,0 +1,391 @@
+// TraceStream (trace_stream.h): the streamed requests equal read_trace's on every bundled trace
+// under every normalisation option, errors are the same, traces out of file order are refused
+// (read whole instead), and a streaming replay (replay.h) is identical to the whole-trace one
+// while holding only the requests in flight.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../scratch_dir_test.h"
+#include "kvsim/core/kv_backend.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_stream.h"
+#include "kvsim/sim/traces/trace_writer.h"
+#include "random_trace.h"
+
+namespace kvsim {
+namespace {
+
+std::string bundled(const std::string& name) {
+  return std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
+}
+
+std::vector<TraceRequest> streamed(const TraceStream& s) {
+  std::vector<TraceRequest> out;
+  s.for_each([&](TraceRequest&& r) { out.push_back(std::move(r)); });
+  return out;
+}
+
+template <typename T>
+bool same_ptr_contents(const std::shared_ptr<const T>& a, const std::shared_ptr<const T>& b) {
+  if (!a || !b) return !a && !b;
+  return *a == *b;
+}
+
+void expect_same_requests(const std::vector<TraceRequest>& want,
+                          const std::vector<TraceRequest>& got, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const TraceRequest& a = want[i];
+    const TraceRequest& b = got[i];
+    ASSERT_EQ(a.arrival_ns, b.arrival_ns) << what << " request " << i;
+    ASSERT_EQ(a.input_tokens, b.input_tokens) << what << " request " << i;
+    ASSERT_EQ(a.output_tokens, b.output_tokens) << what << " request " << i;
+    ASSERT_EQ(a.priority, b.priority) << what << " request " << i;
+    ASSERT_EQ(a.hash_block_size, b.hash_block_size) << what << " request " << i;
+    ASSERT_TRUE(same_ptr_contents(a.hash_ids, b.hash_ids)) << what << " request " << i;
+    ASSERT_TRUE(same_ptr_contents(a.prompt_token_ids, b.prompt_token_ids))
+        << what << " request " << i;
+    ASSERT_EQ(a.session_id, b.session_id) << what << " request " << i;
+    ASSERT_EQ(a.source_line, b.source_line) << what << " request " << i;
+  }
+}
+
+void expect_same_header(const Trace& whole, const Trace& header, const std::string& what) {
+  EXPECT_TRUE(header.requests.empty()) << what;
+  EXPECT_EQ(whole.format, header.format) << what;
+  EXPECT_EQ(whole.arrival_mode, header.arrival_mode) << what;
+  EXPECT_EQ(whole.path, header.path) << what;
+  EXPECT_EQ(whole.rows_read, header.rows_read) << what;
+  EXPECT_EQ(whole.dropped, header.dropped) << what;
+  EXPECT_EQ(whole.bad_row_examples, header.bad_row_examples) << what;
+}
+
+// Streams `path` under `o` and compares everything with read_trace; false when it does not
+// stream (then read_trace must have had to sort it).
+bool check_same_as_read_trace(const std::string& path, const TraceReadOptions& o,
+                              const std::string& what) {
+  const Trace whole = read_trace(path, o);
+  const std::optional<TraceStream> s = TraceStream::open(path, o);
+  if (!s) return false;
+  expect_same_header(whole, s->header(), what);
+  EXPECT_EQ(s->num_requests(), static_cast<int64_t>(whole.requests.size())) << what;
+  if (!whole.requests.empty()) {
+    EXPECT_EQ(s->default_max_model_len(), default_max_model_len(whole)) << what;
+  }
+  expect_same_requests(whole.requests, streamed(*s), what);
+  // A second replay pass gives the same again (for_each is const and repeatable).
+  EXPECT_EQ(static_cast<int64_t>(streamed(*s).size()), s->num_requests()) << what;
+  return true;
+}
+
+std::vector<std::pair<std::string, TraceReadOptions>> option_sets() {
+  std::vector<std::pair<std::string, TraceReadOptions>> sets;
+  sets.emplace_back("default", TraceReadOptions{});
+  TraceReadOptions o;
+  o.start_s = 30;
+  o.duration_s = 120;
+  sets.emplace_back("window", o);
+  o = {};
+  o.start_s = 45.5;
+  sets.emplace_back("start only", o);
+  o = {};
+  o.max_requests = 57;
+  sets.emplace_back("max_requests", o);
+  o = {};
+  o.start_s = 10;
+  o.duration_s = 600;
+  o.max_requests = 40;
+  o.time_scale = 0.37;
+  sets.emplace_back("window+max+scale", o);
+  o = {};
+  o.arrival = ArrivalMode::ALL_AT_ONCE;
+  o.max_requests = 100;
+  sets.emplace_back("all-at-once", o);
+  o = {};
+  o.arrival = ArrivalMode::POISSON;
+  o.rate = 3.5;
+  o.seed = 11;
+  o.time_scale = 2;
+  sets.emplace_back("poisson", o);
+  o = {};
+  o.arrival = ArrivalMode::POISSON;
+  o.rate = 7;
+  o.start_s = 20;
+  o.duration_s = 50;
+  sets.emplace_back("poisson in a window", o);
+  return sets;
+}
+
+TEST(TraceStream, EveryBundledTraceStreamsExactlyWhatReadTraceReturns) {
+  // Every bundled trace keeps file order, so all of them stream (none is read whole).
+  for (const char* name : {"AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv",
+                           "BurstGPT_1.head400.csv", "conversation_trace.jsonl",
+                           "sharegpt_8k_filtered_stats_llama2_tokenizer.csv", "splitwise_conv.csv",
+                           "splitwise_code.csv"}) {
+    const bool no_arrivals = std::string(name).starts_with("sharegpt");
+    for (const auto& [label, o] : option_sets()) {
+      const std::string what = std::string(name) + " / " + label;
+      if (no_arrivals && (o.start_s > 0 || o.duration_s > 0)) {
+        // Refused by both, with the same message.
+        std::string want;
+        try {
+          read_trace(bundled(name), o);
+        } catch (const std::invalid_argument& e) {
+          want = e.what();
+        }
+        ASSERT_FALSE(want.empty()) << what;
+        try {
+          TraceStream::open(bundled(name), o);
+          ADD_FAILURE() << what << ": no error";
+        } catch (const std::invalid_argument& e) {
+          EXPECT_EQ(want, e.what()) << what;
+        }
+        continue;
+      }
+      EXPECT_TRUE(check_same_as_read_trace(bundled(name), o, what)) << what << " did not stream";
+    }
+  }
+}
+
+class TraceStreamFiles : public kvsim_test::ScratchDirTest {};
+
+TEST_F(TraceStreamFiles, ATraceOutOfFileOrderIsNotStreamed) {
+  const std::string p = write("unsorted.csv",
+                              "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                              "2023-11-16 18:15:46.6805900,374,44\n"
+                              "2023-11-16 18:15:50.9951690,396,109\n"
+                              "2023-11-16 18:15:48.0000000,879,45\n");
+  EXPECT_FALSE(TraceStream::open(p).has_value());
+  // Equal arrivals keep file order: they stream.
+  const std::string q = write("ties.csv",
+                              "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                              "2023-11-16 18:15:46.6805900,374,44\n"
+                              "2023-11-16 18:15:46.6805900,396,109\n"
+                              "2023-11-16 18:15:48.0000000,879,45\n");
+  EXPECT_TRUE(check_same_as_read_trace(q, {}, "ties"));
+}
+
+TEST_F(TraceStreamFiles, BadRowsAreSkippedAndCountedAsReadTraceDoes) {
+  const std::string p = write("bad.csv",
+                              "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                              "2023-11-16 18:15:46.6805900,374,44\n"
+                              "2023-11-16 18:15:47.0,abc,44\n"
+                              "\n"
+                              "2023-11-16 18:15:48.0,12,-3\n"
+                              "2023-11-16 18:15:49.0,10,3\n");
+  TraceReadOptions o;
+  o.skip_bad_rows = true;
+  EXPECT_TRUE(check_same_as_read_trace(p, o, "skip bad rows"));
+  // Without skipping, both raise the first bad row's error.
+  std::string want;
+  try {
+    read_trace(p);
+  } catch (const TraceError& e) {
+    want = e.what();
+  }
+  ASSERT_FALSE(want.empty());
+  try {
+    TraceStream::open(p);
+    ADD_FAILURE() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(want, e.what());
+  }
+}
+
+// The errors read_trace raises after parsing (rebase, Poisson arrivals, time scale, the
+// default max_model_len) come out of the validation pass, the same and in the same order.
+TEST_F(TraceStreamFiles, DeferredErrorsMatchReadTrace) {
+  struct Case {
+    std::string name;
+    std::string text;
+    TraceReadOptions options;
+  };
+  std::vector<Case> cases;
+  // Arrival more than 2^62 ns after the first (kvsim JSONL arrivals are seconds).
+  cases.push_back({"rebase.jsonl",
+                   "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                   "{\"arrival_s\": 5000000000.0, \"input_tokens\": 5, \"output_tokens\": 2}\n",
+                   {}});
+  // A bad row after the rebase error: the parse error wins, as in read_trace.
+  cases.push_back({"rebase_then_bad.jsonl",
+                   "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                   "{\"arrival_s\": 5000000000.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                   "{\"arrival_s\": 5000000001.0, \"input_tokens\": \"x\", \"output_tokens\": 2}\n",
+                   {}});
+  TraceReadOptions scale;
+  scale.time_scale = 1e9;
+  cases.push_back({"scale.jsonl",
+                   "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                   "{\"arrival_s\": 4000000000.0, \"input_tokens\": 5, \"output_tokens\": 2}\n",
+                   scale});
+  TraceReadOptions slow;
+  slow.arrival = ArrivalMode::POISSON;
+  slow.rate = 1e-18;
+  slow.seed = 3;
+  cases.push_back({"poisson.jsonl",
+                   "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                   "{\"arrival_s\": 1.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                   "{\"arrival_s\": 2.0, \"input_tokens\": 5, \"output_tokens\": 2}\n",
+                   slow});
+  TraceReadOptions forced;
+  forced.hash_block_size = 16;
+  cases.push_back({"forced_hash.jsonl",
+                   "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n", forced});
+  cases.push_back({"empty.csv", "", {}});
+  cases.push_back({"header_only.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n", {}});
+  for (const Case& c : cases) {
+    const std::string p = write(c.name, c.text);
+    std::string want;
+    try {
+      read_trace(p, c.options);
+    } catch (const std::exception& e) {
+      want = e.what();
+    }
+    ASSERT_FALSE(want.empty()) << c.name << ": read_trace raised nothing";
+    std::string got;
+    try {
+      TraceStream::open(p, c.options);
+    } catch (const std::exception& e) {
+      got = e.what();
+    }
+    EXPECT_EQ(want, got) << c.name;
+  }
+  // The default max_model_len's error names the same request.
+  const std::string p = write("huge.jsonl",
+                              "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                              "{\"arrival_s\": 1.0, \"input_tokens\": 2147483000, "
+                              "\"output_tokens\": 2000}\n");
+  const Trace whole = read_trace(p);
+  const std::optional<TraceStream> s = TraceStream::open(p);
+  ASSERT_TRUE(s.has_value());
+  std::string want;
+  std::string got;
+  try {
+    default_max_model_len(whole);
+  } catch (const TraceError& e) {
+    want = e.what();
+  }
+  try {
+    s->default_max_model_len();
+  } catch (const TraceError& e) {
+    got = e.what();
+  }
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(want, got);
+}
+
+TEST_F(TraceStreamFiles, ATraceThatChangesBetweenThePassesIsAnError) {
+  const std::string p = write("t.jsonl",
+                              "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
+                              "{\"arrival_s\": 1.0, \"input_tokens\": 6, \"output_tokens\": 2}\n");
+  const std::optional<TraceStream> s = TraceStream::open(p);
+  ASSERT_TRUE(s.has_value());
+  write("t.jsonl", "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n");
+  try {
+    streamed(*s);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("changed while it was replayed"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The streaming replay against the whole-trace one on random traces: every timeline row and
+// summary field equal (wall time aside), invariants checked every step, and slots reused.
+struct Outputs {
+  std::string timeline;
+  std::string summary;
+  int64_t request_slots = 0;
+  int64_t preemptions = 0;
+};
+
+Outputs outputs_of(const ReplayResult& r) {
+  Outputs out;
+  std::ostringstream tl;
+  write_timeline_csv(tl, r.timeline);
+  out.timeline = tl.str();
+  ReplaySummary s = r.summary;
+  s.wall_seconds = 0;
+  out.request_slots = s.request_slots;
+  out.preemptions = s.preemptions;
+  ReportContext ctx;
+  out.summary = replay_summary_json(s, ctx).dump();
+  return out;
+}
+
+TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
+  std::mt19937_64 rng(20261201);
+  int reused = 0;
+  int preempting = 0;
+  const int kTraces = 120;
+  for (int i = 0; i < kTraces; ++i) {
+    Trace t = test::random_trace(rng, test::DrawOrder::kInputFirst);
+    // Longer traces than the property tests' 30: slots must be reused many times over.
+    Trace more = test::random_trace(rng, test::DrawOrder::kInputFirst);
+    for (TraceRequest r : more.requests) {
+      r.arrival_ns += t.requests.back().arrival_ns + 5'000'000;
+      t.requests.push_back(std::move(r));
+    }
+    const std::string p = write("r" + std::to_string(i) + ".jsonl", "");
+    write_kvsim_jsonl(p, t.requests);
+    ReplayConfig c;
+    SchedulerConfig& sc = c.scheduler;
+    sc.block_size = 16;
+    sc.num_gpu_blocks = static_cast<int32_t>(std::uniform_int_distribution<int>(8, 40)(rng));
+    // 96: some requests stop at max_model_len, which async mode can find with a batch still in
+    // flight that names them (their slot must not be reused before it is processed).
+    sc.max_model_len = i % 5 < 2 ? 96 : 128;
+    sc.max_num_batched_tokens = std::uniform_int_distribution<int>(0, 1)(rng) ? 64 : 256;
+    sc.max_num_seqs = std::uniform_int_distribution<int>(2, 8)(rng);
+    sc.enable_prefix_caching = i % 3 != 0;
+    sc.async_scheduling = i % 2 == 0;
+    sc.policy = i % 4 == 1 ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
+    c.record_timeline = true;
+    c.record_requests = false;
+    c.check_invariants = true;
+    FixedStepTime step(10.0);
+    NullKvBackend null;
+    const Trace whole = read_trace(p);
+    const std::optional<TraceStream> s = TraceStream::open(p);
+    ASSERT_TRUE(s.has_value());
+    const Outputs a = outputs_of(run_replay(c, whole, null, step));
+    const Outputs b = outputs_of(run_replay(c, *s, null, step));
+    ASSERT_EQ(a.summary, b.summary) << "trace " << i;
+    ASSERT_EQ(a.timeline, b.timeline) << "trace " << i;
+    EXPECT_EQ(a.request_slots, static_cast<int64_t>(whole.requests.size()));
+    EXPECT_LE(b.request_slots, a.request_slots);
+    reused += b.request_slots < a.request_slots;
+    preempting += a.preemptions > 0;
+  }
+  // The cases must exercise what they are for: reuse and preemption.
+  EXPECT_GE(reused, kTraces / 2);
+  EXPECT_GE(preempting, 10);
+}
+
+TEST_F(TraceStreamFiles, StreamingReplayRefusesPerRequestRecords) {
+  const std::string p =
+      write("t.jsonl", "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n");
+  const std::optional<TraceStream> s = TraceStream::open(p);
+  ASSERT_TRUE(s.has_value());
+  ReplayConfig c;
+  c.scheduler.num_gpu_blocks = 10;
+  c.scheduler.max_model_len = 64;
+  c.record_requests = true;
+  FixedStepTime step(10.0);
+  NullKvBackend null;
+  EXPECT_THROW(run_replay(c, *s, null, step), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kvsim
