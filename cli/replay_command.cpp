@@ -58,6 +58,7 @@ struct ReplayOptions {
   std::string requests_path;
   bool no_progress = false;
   bool check_invariants = false;
+  bool no_steady_decode = false;
 };
 
 // A model is named by --model, --config, or all three shape flags; a subset of the shape flags
@@ -164,6 +165,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   settings.swap_space_gib = o.swap_space_gib;
   settings.swap_bandwidth_gbps = o.swap_bandwidth_gbps;
   settings.check_invariants = o.check_invariants;
+  settings.steady_decode = !o.no_steady_decode;
   settings.record_timeline = !o.timeline_path.empty();
   settings.record_requests = !o.requests_path.empty();
   const Plan plan = plan_replay_pool(in, settings);
@@ -322,6 +324,9 @@ void register_replay_command(CLI::App& app) {
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_flag("--check-invariants", o->check_invariants,
                 "Check the allocator's invariants after every step (slow)");
+  cmd->add_flag("--no-steady-decode", o->no_steady_decode,
+                "Run every step through the general scheduler path (speed only: outputs are "
+                "identical; for checking and benchmarking)");
   cmd->get_option("--max-model-len")
       ->description(
           "Context length (default: the model's max_position_embeddings with --model or "

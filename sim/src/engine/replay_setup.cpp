@@ -138,6 +138,7 @@ ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
   rc.record_timeline = settings.record_timeline;
   rc.record_requests = settings.record_requests;
   rc.check_invariants = settings.check_invariants;
+  rc.steady_decode = settings.steady_decode;
   return rc;
 }
 

@@ -129,6 +129,8 @@ ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
       sched_(config.scheduler),
       core_(sched_),
       null_backend_(dynamic_cast<NullKvBackend*>(&backend) != nullptr) {
+  steady_allowed_ = config_.steady_decode && null_backend_ && !config_.check_invariants &&
+                    sched_.config().async_scheduling;
   ReplaySummary& sum = summary_;
   sum.num_gpu_blocks = sched_.config().num_gpu_blocks;
   sum.block_size = sched_.config().block_size;
@@ -190,11 +192,99 @@ bool ReplicaEngine::admit_arrivals() {
 }
 
 void ReplicaEngine::step() {
+  if (sched_.in_steady_decode()) {
+    if (step_steady()) return;
+    end_steady();
+  }
   if (!admit_arrivals()) return;
   if (sched_.config().async_scheduling) {
     step_async();
+    if (steady_allowed_) maybe_begin_steady();
   } else {
     step_sync();
+  }
+}
+
+void ReplicaEngine::maybe_begin_steady() {
+  // Only after a step that left nothing waiting and no arrival due; the scheduler checks the
+  // rest (the pending batch decoded every running request). The records must be exact too:
+  // every running request has its first token, and its high-water mark is its computed count
+  // (then a steady step's decode is new work, and the lazy counters below are exact).
+  if (sched_.num_waiting() != 0 || sched_.num_running() == 0 || sched_.num_pending_outputs() != 1) {
+    return;
+  }
+  if (!pending_.empty() && requests_[static_cast<size_t>(pending_.front())].arrival_time_ns <= t_)
+    return;
+  for (const Request* r : sched_.running()) {
+    const RequestRecord& rec = records_[static_cast<size_t>(r->request_id)];
+    if (rec.first_token_ns < 0 || rec.first_scheduled_ns < 0 ||
+        rec.computed_high_water != r->num_computed_tokens) {
+      return;
+    }
+  }
+  sched_.begin_steady_decode();
+}
+
+// One step_async() of a pure-decode step (EngineCore: schedule batch s, then process batch
+// s-1), with the per-request passes replaced by the steady batch's counts. The accounting reads
+// the scheduler after both halves, in step_async's order (on_step, log_row, batch clock, then
+// the processed batch's clock and finished requests).
+bool ReplicaEngine::step_steady() {
+  if (!pending_.empty() && requests_[static_cast<size_t>(pending_.front())].arrival_time_ns <= t_)
+    return false;
+  Scheduler::SteadyBatch& b = steady_batch_;
+  const SchedulerOutput* out = sched_.steady_schedule(b);
+  if (out == nullptr) return false;
+  sched_.steady_update(b);
+  ReplaySummary& sum = summary_;
+  const int64_t start = std::max(t_, gpu_free_ns_);
+  StepWork work;
+  work.num_seqs = b.num_scheduled;
+  work.num_decode_tokens = b.num_scheduled;
+  work.sum_context_tokens = b.sum_context_tokens;
+  work.sum_context_x_new = b.sum_context_tokens;
+  work.sum_new_squared = b.num_scheduled;
+  work_ = work;
+  // Every steady decode is scheduled one token ahead (one placeholder).
+  sum.async_ahead_tokens += b.num_scheduled;
+  sum.async_ahead_blocks += b.num_new_blocks;
+  const int64_t dt = step_time_.step_time_ns(work_);
+  // on_step: no admissions, so no prefix queries or hits; each decode is at a new position.
+  sum.steps += 1;
+  sum.scheduled_tokens += b.num_scheduled;
+  sum.decode_tokens += b.num_scheduled;
+  account_step_state();
+  log_row(*out, start, dt, b.num_scheduled);
+  gpu_free_ns_ = batch_end(start, dt);
+  end_ns_[static_cast<size_t>(b.step_index % 2)] = gpu_free_ns_;
+
+  t_ = std::max(t_, end_ns_[static_cast<size_t>((b.step_index - 1) % 2)]);
+  for (const Scheduler::SteadyBatch::Finished& f : b.finished) {
+    sum.async_late_free_blocks += f.num_freed_blocks;
+    sum.async_late_free_requests += 1;
+  }
+  for (const Scheduler::SteadyBatch::Finished& f : b.finished) {
+    const auto id = static_cast<size_t>(f.request_id);
+    RequestRecord& rec = records_[id];
+    // Its last scheduled token was its last computed position (it was skipped this step).
+    const Request& r = requests_[id];
+    rec.scheduled_tokens += r.num_computed_tokens - rec.computed_high_water;
+    rec.computed_high_water = r.num_computed_tokens;
+    finish_record(id);
+  }
+  sum.steady_decode_steps += 1;
+  idle_steps_ = 0;
+  return true;
+}
+
+void ReplicaEngine::end_steady() {
+  sched_.end_steady_decode();
+  // Each steady step scheduled one new position per running request: the records' counters
+  // catch up with the settled computed counts.
+  for (const Request* r : sched_.running()) {
+    RequestRecord& rec = records_[static_cast<size_t>(r->request_id)];
+    rec.scheduled_tokens += r->num_computed_tokens - rec.computed_high_water;
+    rec.computed_high_water = r->num_computed_tokens;
   }
 }
 
@@ -272,7 +362,11 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   sum.scheduled_tokens += out.total_num_scheduled_tokens;
   sum.prefill_tokens += out.num_prefill_tokens;
   sum.decode_tokens += out.num_decode_tokens;
+  account_step_state();
+}
 
+void ReplicaEngine::account_step_state() {
+  ReplaySummary& sum = summary_;
   const auto running = static_cast<int32_t>(sched_.num_running());
   if (static_cast<size_t>(running) >= sum.running_histogram.size()) {
     sum.running_histogram.resize(static_cast<size_t>(running) + 1, 0);
@@ -310,7 +404,8 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   }
 }
 
-void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
+void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns,
+                            int32_t scheduled_reqs) {
   ReplaySummary& sum = summary_;
   const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
   sum.preemptions += preempted;
@@ -339,7 +434,7 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
   row.duration_ns = duration_ns;
   row.running = static_cast<int32_t>(sched_.num_running());
   row.waiting = static_cast<int32_t>(sched_.num_waiting());
-  row.scheduled_reqs = static_cast<int32_t>(out.scheduled.size());
+  row.scheduled_reqs = scheduled_reqs;
   row.scheduled_tokens = out.total_num_scheduled_tokens;
   row.prefill_tokens = out.num_prefill_tokens;
   row.decode_tokens = out.num_decode_tokens;
@@ -421,23 +516,28 @@ bool ReplicaEngine::after_update(const SchedulerOutput& out) {
     RequestRecord& rec = records_[id];
     if (rec.first_token_ns < 0) rec.first_token_ns = t_;
     if (!s.finished) continue;
-    Request& r = requests_[id];
-    rec.finish_ns = t_;
-    rec.finished = true;
-    rec.output_tokens = r.num_output_tokens;
-    rec.preemptions = r.num_preemptions;
-    r.release_block_hashes();
-    latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
-                  rec.output_tokens});
-    summary_.finished += 1;
-    summary_.generated_tokens += rec.output_tokens;
-    if (rec.preemptions > 0) summary_.preempted_requests += 1;
-    sums_.finished_length += rec.prompt_tokens + rec.output_tokens;
-    ++done_;
-    if (done_log_ != nullptr) done_log_->push_back(static_cast<int64_t>(id));
+    finish_record(id);
     any = true;
   }
   return any;
+}
+
+void ReplicaEngine::finish_record(size_t id) {
+  RequestRecord& rec = records_[id];
+  Request& r = requests_[id];
+  rec.finish_ns = t_;
+  rec.finished = true;
+  rec.output_tokens = r.num_output_tokens;
+  rec.preemptions = r.num_preemptions;
+  r.release_block_hashes();
+  latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
+                rec.output_tokens});
+  summary_.finished += 1;
+  summary_.generated_tokens += rec.output_tokens;
+  if (rec.preemptions > 0) summary_.preempted_requests += 1;
+  sums_.finished_length += rec.prompt_tokens + rec.output_tokens;
+  ++done_;
+  if (done_log_ != nullptr) done_log_->push_back(static_cast<int64_t>(id));
 }
 
 void ReplicaEngine::livelock(int64_t steps) const {
@@ -468,7 +568,8 @@ void ReplicaEngine::step_sync() {
     const int64_t swap_dt = account_swaps(out);
     if (!out.swap_out.empty()) execute_batch(out);
     sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
-    if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, t_, swap_dt);
+    if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty())
+      log_row(out, t_, swap_dt, static_cast<int32_t>(out.scheduled.size()));
     advance_clock(swap_dt);
     if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
     if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
@@ -489,7 +590,7 @@ void ReplicaEngine::step_sync() {
   const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
   new_work_ = false;
   on_step(out, t_);
-  log_row(out, t_, dt);
+  log_row(out, t_, dt, static_cast<int32_t>(out.scheduled.size()));
   advance_clock(dt);
   sched_.update_from_output();
   const bool finished_any = after_update(out);
@@ -537,9 +638,9 @@ void ReplicaEngine::step_async() {
       execute_batch(out);
       dt = step_time_.step_time_ns(work_);
       on_step(out, start);
-      log_row(out, start, dt);
+      log_row(out, start, dt, static_cast<int32_t>(out.scheduled.size()));
     } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {
-      log_row(out, start, 0);
+      log_row(out, start, 0, static_cast<int32_t>(out.scheduled.size()));
     }
     gpu_free_ns_ = batch_end(start, dt);
     end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
@@ -591,6 +692,7 @@ int32_t ReplicaEngine::cached_prefix_tokens(const Request& r) const {
 }
 
 void ReplicaEngine::finish() {
+  if (sched_.in_steady_decode()) end_steady();
   ReplaySummary& sum = summary_;
   sum.sim_ns = t_;
   if (!null_backend_) {

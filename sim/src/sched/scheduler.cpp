@@ -450,6 +450,7 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
 }
 
 const SchedulerOutput& Scheduler::schedule() {
+  if (steady_active_) throw std::logic_error("Scheduler::schedule in steady-decode mode");
   if (num_pending_outputs() >= max_concurrent_batches(config_)) {
     throw std::logic_error(
         config_.async_scheduling
@@ -486,6 +487,9 @@ const SchedulerOutput& Scheduler::schedule() {
 }
 
 const SchedulerOutput& Scheduler::update_from_output() {
+  if (steady_active_) {
+    throw std::logic_error("Scheduler::update_from_output in steady-decode mode");
+  }
   if (num_pending_outputs() == 0) {
     throw std::logic_error("Scheduler::update_from_output without a pending schedule");
   }

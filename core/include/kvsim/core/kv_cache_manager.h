@@ -209,6 +209,33 @@ class KVCacheManager {
   // Throws std::logic_error naming the first broken invariant (M1..M5).
   void check_invariants() const;
 
+  // Steady decoding (the scheduler's lazily advanced decode steps, sim/sched/scheduler.h): the
+  // single full-attention path's table of a live request as the scheduler predicts its next
+  // block event from it; nullopt for a coordinated layout or a request holding no table.
+  struct HeldBlocksView {
+    int32_t num_blocks = 0;        // table length
+    int32_t num_cached_block = 0;  // blocks of the table already cached (>= 0)
+    int32_t held_tokens = 0;       // tokens the table was allocated for
+  };
+  std::optional<HeldBlocksView> held_blocks(int64_t request_id) const {
+    if (coordinator_ || request_id < 0 || static_cast<size_t>(request_id) >= req_to_blocks_.size())
+      return std::nullopt;
+    const RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request_id)];
+    if (!st.live) return std::nullopt;
+    return HeldBlocksView{static_cast<int32_t>(st.blocks.size()), std::max(st.num_cached_block, 0),
+                          st.held_tokens};
+  }
+  // The two halves of `tokens` decode allocations that need no block and cache nothing (what
+  // allocate_slots_in_held_blocks does for each of them), split so that a run of such steps
+  // costs O(1) per step: add_lazy_held_tokens(tokens) moves the total (padding_tokens() stays
+  // exact every step); settle_held_tokens(id, k) later adds the k tokens to that request's own
+  // count. Between the two, M5 is off by the unsettled tokens, so check_invariants() must not
+  // run; the scheduler settles every request before anything else reads its table.
+  void add_lazy_held_tokens(int64_t tokens) { total_held_tokens_ += tokens; }
+  void settle_held_tokens(int64_t request_id, int32_t tokens) {
+    req_to_blocks_[static_cast<size_t>(request_id)].held_tokens += tokens;
+  }
+
  private:
   struct RequestBlocks {
     std::vector<BlockId> blocks;

@@ -40,6 +40,7 @@ struct ReplaySettings {
   bool record_timeline = false;
   bool record_requests = false;
   bool check_invariants = false;
+  bool steady_decode = true;  // ReplayConfig::steady_decode (speed only)
 };
 
 // Replay conventions §7: when no max_model_len is given, the model's max_position_embeddings,

@@ -238,6 +238,54 @@ class Scheduler {
   }
   std::span<const int64_t> host_slots(int64_t request_id) const;
 
+  // ---- Steady decoding: O(events) engine steps (speed only, never behaviour) ----
+  // Most async steps of a loaded replay only decode: every running request gets one token,
+  // nothing waits, and a request touches the pool once per block_size steps (a new block, a
+  // hash and a cached block) and once more when it finishes. In steady-decode mode one engine
+  // step (schedule batch s, then update batch s-1) does the exact per-request work of
+  // schedule_running() / update_from_output() only for the requests that have such an *event*
+  // this step, in running order, and advances everybody else with O(1) aggregate counters.
+  //
+  // Lazy state: a running request's num_computed_tokens, num_output_tokens and its table's
+  // held_tokens lag by (steps done - its base step); everything else (the pool, the tables, the
+  // block hashes, the totals behind padding_tokens() and usage(), step indices, finished lists)
+  // is exact after every call. Each request's next event step is predicted conservatively from
+  // its exact state (docs/engine-speed.md §Steady decoding); a request is settled (made exact)
+  // before its event and whenever the mode ends, so an early event is harmless and none can be
+  // missed: settling throws std::logic_error if a block-hash boundary was skipped.
+  //
+  // Contract: begin_steady_decode() succeeds only between engine steps of an async FCFS
+  // recompute scheduler on the single full-attention path, no lookahead, nothing waiting, and
+  // exactly one batch pending that decoded every running request by one token (each RUNNING
+  // with num_computed == num_tokens, one placeholder, one token in flight, one output token at
+  // least). Then each step is steady_schedule() followed by steady_update(); steady_schedule()
+  // returns false and changes nothing observable when the step needs the general path (an
+  // allocation that could fail, so a preemption; nothing to schedule). end_steady_decode()
+  // settles every request and rebuilds the pending batch's SchedulerOutput as schedule() would
+  // have built it, so update_from_output() and every accessor work as before. While the mode is
+  // on, only the accessors running(), num_running(), num_waiting(), has_requests(),
+  // num_pending_outputs(), num_scheduled_steps(), id_reusable() and kv_cache_manager()'s pool
+  // and totals may be read; Request counters of running requests and per-request tables may not.
+  struct SteadyBatch {
+    int64_t step_index = 0;          // batch s
+    int32_t num_scheduled = 0;       // decodes in batch s, one token each
+    int64_t sum_context_tokens = 0;  // Σ num_computed_tokens before the step over batch s
+    int32_t num_new_blocks = 0;      // blocks allocated for batch s
+    struct Finished {
+      int64_t request_id = 0;
+      int32_t num_freed_blocks = 0;
+    };
+    std::vector<Finished> finished;  // stopped and freed by the update half, in update order
+  };
+  bool begin_steady_decode();
+  bool in_steady_decode() const { return steady_active_; }
+  // The schedule half of step s; on success the returned output holds batch s's totals, new
+  // block ids and finished_req_ids but not its per-request entries (rebuilt on end).
+  const SchedulerOutput* steady_schedule(SteadyBatch& batch);
+  // The update half: applies batch s-1 and fills batch.finished.
+  void steady_update(SteadyBatch& batch);
+  void end_steady_decode();
+
  private:
   // Blocks a sequence of `tokens` tokens (lookahead included by the caller) holds at once:
   // cdiv(min(tokens, max_model_len), block_size).
@@ -266,6 +314,22 @@ class Scheduler {
   ComputedBlocks computed_blocks_scratch_;  // schedule_waiting's prefix lookup (capacity reused)
   int64_t step_ = 0;                        // next step index
   int64_t first_pending_step_ = 0;          // oldest output not yet updated
+  // Steady decoding (see above). steady_base_ / steady_next_event_ are parallel to running_.
+  bool steady_active_ = false;
+  bool steady_rebuild_pending_ = false;     // the pending output was filled by steady_schedule()
+  int64_t steady_steps_ = 0;                // steps done in the mode (the lazy clock)
+  int64_t steady_sum_computed_ = 0;         // Σ num_computed_tokens over running (exact values)
+  std::vector<int64_t> steady_base_;        // steps done when the request was last exact
+  std::vector<int64_t> steady_next_event_;  // step of its next event (>= steady_steps_)
+  std::vector<int32_t> steady_events_;      // this step's event requests (running indices)
+  struct SteadyAlloc {
+    int64_t request_id = 0;
+    int32_t count = 0;
+  };
+  std::vector<SteadyAlloc> steady_allocs_;  // batch s's allocations, in running order
+  void steady_settle(size_t running_index);
+  int64_t steady_next_event(const Request& r) const;
+  bool steady_skips(const Request& r) const;
 };
 
 }  // namespace kvsim

@@ -1,0 +1,301 @@
+// ReplayConfig::steady_decode (the scheduler's O(events) steady-decode mode) is a speed option
+// that must change nothing. These tests replay random traces - long decodes that cross many
+// block boundaries, shared token prefixes, content-free prompts, external hash ids, pools from
+// roomy to preempting, prompts near max_model_len, prefix caching on and off, FCFS and
+// priority, arrival gaps from bursts to idle - with the mode on and off and require the same
+// timeline and request CSVs and the same JSON summary (evictions, prefix-cache counters,
+// latency percentiles, async counters). They also drive the Scheduler directly: after any
+// number of steady steps, end_steady_decode() leaves requests, tables and the pending batch
+// exactly as the general path would have.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "kvsim/core/kv_backend.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/sched/scheduler.h"
+
+namespace kvsim {
+namespace {
+
+// Up to 40 requests, outputs up to 120 tokens (many block boundaries at block size 4), a third
+// with token-id prompts sharing a prefix pool, a sixth with external hash ids, the rest
+// content-free; arrivals in bursts, steady streams and long idle gaps.
+Trace steady_trace(std::mt19937_64& rng, int32_t max_model_len) {
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Trace t;
+  const int n = uni(1, 40);
+  int64_t at = 0;
+  auto shared = std::make_shared<std::vector<int32_t>>();
+  for (int i = 0; i < 200; ++i) shared->push_back(uni(0, 3));
+  for (int i = 0; i < n; ++i) {
+    const int gap = uni(0, 9);
+    at += gap < 3 ? 0 : gap < 8 ? uni(1, 40'000'000) : uni(100'000'000, 2'000'000'000);
+    TraceRequest r;
+    r.arrival_ns = at;
+    r.input_tokens = uni(1, std::min(90, max_model_len - 1));
+    r.output_tokens = uni(0, 3) == 0 ? uni(0, 6) : uni(1, 120);
+    r.priority = uni(0, 2);
+    const int kind = uni(0, 5);
+    if (kind <= 1) {
+      auto toks = std::make_shared<std::vector<int32_t>>(
+          shared->begin(), shared->begin() + std::min(r.input_tokens, uni(0, r.input_tokens)));
+      while (static_cast<int32_t>(toks->size()) < r.input_tokens) toks->push_back(uni(0, 3));
+      r.prompt_token_ids = toks;
+    } else if (kind == 2) {
+      auto ids = std::make_shared<std::vector<uint64_t>>();
+      for (int k = 0; k * 8 < r.input_tokens; ++k) ids->push_back(static_cast<uint64_t>(uni(0, 3)));
+      r.hash_ids = ids;
+      r.hash_block_size = 8;
+    }
+    t.requests.push_back(r);
+  }
+  return t;
+}
+
+struct Outputs {
+  std::string timeline;
+  std::string requests;
+  std::string summary;
+  int64_t steady_steps = 0;
+  int64_t preemptions = 0;
+};
+
+Outputs replay(const Trace& trace, ReplayConfig config, bool steady, const StepTimeModel& step) {
+  config.steady_decode = steady;
+  NullKvBackend null;
+  const ReplayResult r = run_replay(config, trace, null, step);
+  Outputs out;
+  std::ostringstream tl;
+  write_timeline_csv(tl, r.timeline);
+  out.timeline = tl.str();
+  std::ostringstream rq;
+  write_requests_csv(rq, r.requests);
+  out.requests = rq.str();
+  ReplaySummary s = r.summary;
+  s.wall_seconds = 0;  // the only fields that may differ
+  out.steady_steps = s.steady_decode_steps;
+  s.steady_decode_steps = 0;
+  ReportContext ctx;
+  out.summary = replay_summary_json(s, ctx).dump();
+  out.preemptions = r.summary.preemptions;
+  return out;
+}
+
+TEST(SteadyDecode, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
+  std::mt19937_64 rng(20261202);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int64_t steady_cases = 0;
+  int64_t preempting_steady_cases = 0;
+  int64_t total_steady_steps = 0;
+  FixedStepTime fixed(10.0);
+  for (int seed = 0; seed < 240; ++seed) {
+    ReplayConfig c;
+    c.scheduler.async_scheduling = true;
+    c.scheduler.block_size = pick(0, 2) == 0 ? 16 : 4;
+    c.scheduler.max_model_len = pick(0, 3) == 0 ? 100 : 256;
+    // From a pool that preempts all the time to one that never does.
+    c.scheduler.num_gpu_blocks =
+        1 + c.scheduler.max_model_len / c.scheduler.block_size + pick(0, 3) * 40 + pick(0, 20);
+    c.scheduler.max_num_seqs = pick(1, 3) * 4;
+    c.scheduler.max_num_batched_tokens = c.scheduler.max_num_seqs * pick(1, 3) * 8;
+    c.scheduler.enable_prefix_caching = pick(0, 3) != 0;
+    c.scheduler.policy = seed % 4 == 3 ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
+    c.scheduler.long_prefill_token_threshold = pick(0, 3) == 0 ? 8 : 0;
+    const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
+    const Outputs general = replay(trace, c, false, fixed);
+    const Outputs steady = replay(trace, c, true, fixed);
+    const std::string what = fmt::format("seed {}", seed);
+    EXPECT_EQ(general.timeline, steady.timeline) << what;
+    EXPECT_EQ(general.requests, steady.requests) << what;
+    EXPECT_EQ(general.summary, steady.summary) << what;
+    EXPECT_EQ(general.steady_steps, 0) << what;
+    if (steady.steady_steps > 0) {
+      ++steady_cases;
+      if (general.preemptions > 0) ++preempting_steady_cases;
+    }
+    total_steady_steps += steady.steady_steps;
+  }
+  // The property is only interesting where the mode runs, also between preemptions.
+  EXPECT_GE(steady_cases, 120);
+  EXPECT_GE(preempting_steady_cases, 10);
+  EXPECT_GE(total_steady_steps, 20'000);
+}
+
+TEST(SteadyDecode, RooflineStepTimesAreIdentical) {
+  // The roofline model reads every field of StepWork: the steady batch's sums must equal the
+  // per-request ones.
+  std::mt19937_64 rng(7);
+  RooflineModelShape shape;
+  shape.name = "test-7b";
+  shape.active_params = 7.6e9;
+  shape.weight_bytes = 5.5e9;
+  shape.num_layers = 28;
+  shape.num_attention_heads = 28;
+  shape.head_dim = 128;
+  shape.kv_bytes_per_token_per_rank = 28672;
+  const RooflineStepTime roofline(shape, RooflineGpu{"test-gpu", 165e12, 1.0e12});
+  for (int seed = 0; seed < 40; ++seed) {
+    ReplayConfig c;
+    c.scheduler.async_scheduling = true;
+    c.scheduler.block_size = 4;
+    c.scheduler.max_model_len = 256;
+    c.scheduler.num_gpu_blocks = 200;
+    c.scheduler.max_num_seqs = 8;
+    c.scheduler.max_num_batched_tokens = 64;
+    const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
+    const Outputs general = replay(trace, c, false, roofline);
+    const Outputs steady = replay(trace, c, true, roofline);
+    EXPECT_EQ(general.timeline, steady.timeline) << seed;
+    EXPECT_EQ(general.summary, steady.summary) << seed;
+  }
+}
+
+// Drives one Scheduler through the async batch-queue order with whatever mix of general and
+// steady steps `steady_from` asks for, and returns what an observer sees after ending the mode.
+struct SchedulerRun {
+  std::vector<std::string> steps;  // per step: scheduled count, tokens, new blocks, finished
+  std::string final_state;         // every request's counters and table, the pending batch
+};
+
+std::string describe(const Scheduler& s, const std::vector<std::unique_ptr<Request>>& reqs) {
+  std::string out;
+  for (const auto& r : reqs) {
+    out += fmt::format("r{} st{} C{} out{} ph{} fl{} hashes{} table[", r->request_id,
+                       static_cast<int>(r->status), r->num_computed_tokens, r->num_output_tokens,
+                       r->num_output_placeholders, r->num_in_flight_tokens, r->block_hashes.size());
+    for (BlockId b : s.kv_cache_manager().get_block_ids(r->request_id))
+      out += fmt::format("{},", b);
+    out += "] ";
+  }
+  out += fmt::format("free{} cached{} padding{} held{}", s.kv_cache_manager().num_free_blocks(),
+                     s.kv_cache_manager().block_pool().num_cached_blocks(),
+                     s.kv_cache_manager().padding_tokens(), s.kv_cache_manager().held_tokens());
+  return out;
+}
+
+std::string describe(const SchedulerOutput& o) {
+  std::string out = fmt::format("step{} tok{} dec{} new[", o.step_index,
+                                o.total_num_scheduled_tokens, o.num_decode_tokens);
+  for (BlockId b : o.new_block_ids) out += fmt::format("{},", b);
+  out += "] fin[";
+  for (int64_t id : o.finished_req_ids) out += fmt::format("{},", id);
+  out += "] sched[";
+  for (const ScheduledRequest& s : o.scheduled) {
+    out += fmt::format("{}:{}@{}+{}/{}{}{},", s.request_id, s.num_tokens, s.num_computed_tokens,
+                       s.new_blocks_begin, s.new_blocks_count, s.is_decode ? "d" : "",
+                       s.is_prefill_chunk ? "c" : "");
+  }
+  return out + "]";
+}
+
+// Outside [steady_from, steady_until) every step also records the whole scheduler state, so a
+// reference run (use_steady = false) and a steady run describe the same steps.
+SchedulerRun drive(const SchedulerConfig& config, int64_t steady_from, int64_t steady_until,
+                   bool use_steady, int64_t* steady_steps) {
+  Scheduler s(config);
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int i = 0; i < 6; ++i) {
+    auto r = std::make_unique<Request>();
+    r->request_id = i;
+    r->num_prompt_tokens = 5 + 7 * i;
+    r->max_tokens = 30 + 11 * i;
+    r->content.salt = static_cast<uint64_t>(i) + 1;
+    s.add_request(r.get());
+    reqs.push_back(std::move(r));
+  }
+  SchedulerRun run;
+  const SchedulerOutput* pending = nullptr;
+  Scheduler::SteadyBatch b;
+  for (int64_t step = 0; step < 400 && (s.has_requests() || s.num_pending_outputs() > 0); ++step) {
+    const bool window = step >= steady_from && step < steady_until;
+    if (use_steady && window && s.begin_steady_decode()) {
+      if (const SchedulerOutput* out = s.steady_schedule(b); out != nullptr) {
+        s.steady_update(b);
+        ++*steady_steps;
+        std::string fin;
+        for (const auto& f : b.finished)
+          fin += fmt::format("{}/{},", f.request_id, f.num_freed_blocks);
+        run.steps.push_back(fmt::format("step{} n{} ctx{} new{} fin[{}]", b.step_index,
+                                        b.num_scheduled, b.sum_context_tokens, b.num_new_blocks,
+                                        fin));
+        continue;
+      }
+    }
+    s.end_steady_decode();
+    // EngineCore.step_with_batch_queue: schedule, then process the oldest batch when two are
+    // queued (or nothing is left to schedule).
+    std::string line;
+    if (s.has_requests()) {
+      pending = &s.schedule();
+      int64_t ctx = 0;
+      for (const ScheduledRequest& sr : pending->scheduled) ctx += sr.num_computed_tokens;
+      line = fmt::format("step{} n{} ctx{} new{}", pending->step_index, pending->scheduled.size(),
+                         ctx, pending->new_block_ids.size());
+      if (s.num_pending_outputs() < 2 &&
+          (pending->total_num_scheduled_tokens > 0 || s.has_requests())) {
+        run.steps.push_back(line + " queued" + (window ? "" : " " + describe(s, reqs)));
+        continue;
+      }
+    }
+    const SchedulerOutput& done = s.update_from_output();
+    std::string fin;
+    for (const ScheduledRequest& sr : done.scheduled) {
+      if (sr.finished) fin += fmt::format("{}/{},", sr.request_id, sr.num_freed_blocks);
+    }
+    run.steps.push_back(line + fmt::format(" fin[{}]", fin) +
+                        (window ? "" : " " + describe(s, reqs) + " " + describe(done)));
+  }
+  s.end_steady_decode();
+  run.final_state = describe(s, reqs);
+  return run;
+}
+
+TEST(SteadyDecode, SchedulerStateAfterEndingTheModeIsTheGeneralPathsState) {
+  for (const bool caching : {true, false}) {
+    for (const int32_t bs : {4, 16}) {
+      SchedulerConfig c;
+      c.async_scheduling = true;
+      c.block_size = bs;
+      c.max_model_len = 128;
+      c.num_gpu_blocks = 1 + 6 * (128 / bs);
+      c.max_num_batched_tokens = 64;
+      c.max_num_seqs = 8;
+      c.enable_prefix_caching = caching;
+      // Steady stretches starting and ending at many points: the steps in between must report
+      // the same counts, and the general steps after them the same state and batches (the
+      // first of them applies the batch that end_steady_decode() rebuilt).
+      int64_t total = 0;
+      for (int64_t from = 0; from < 120; from += 7) {
+        for (int64_t len : {1, 3, 16, 1000}) {
+          int64_t none = 0;
+          int64_t steady_steps = 0;
+          const SchedulerRun general = drive(c, from, from + len, false, &none);
+          const SchedulerRun mixed = drive(c, from, from + len, true, &steady_steps);
+          const std::string what =
+              fmt::format("caching {} bs {} steady [{}, {})", caching, bs, from, from + len);
+          EXPECT_EQ(none, 0) << what;
+          EXPECT_EQ(general.final_state, mixed.final_state) << what;
+          ASSERT_EQ(general.steps.size(), mixed.steps.size()) << what;
+          for (size_t k = 0; k < general.steps.size(); ++k) {
+            EXPECT_EQ(general.steps[k], mixed.steps[k]) << what << " step " << k;
+          }
+          total += steady_steps;
+        }
+      }
+      EXPECT_GE(total, 500) << "caching " << caching << " bs " << bs;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvsim
