@@ -160,16 +160,14 @@ TEST(SteadyDecode, RooflineStepTimesAreIdentical) {
   }
 }
 
-// Drives one Scheduler through the async batch-queue order with whatever mix of general and
-// steady steps `steady_from` asks for, and returns what an observer sees after ending the mode.
-struct SchedulerRun {
-  std::vector<std::string> steps;  // per step: scheduled count, tokens, new blocks, finished
-  std::string final_state;         // every request's counters and table, the pending batch
-};
-
+// Drives one Scheduler through EngineCore's async loop over `n` requests arriving every few
+// steps, and records per step what schedule() and update_from_output() produced (totals, new
+// block ids, finished requests, and per request either its entry or - lazily - nothing), then,
+// after settle_lazy_decodes(), every request's counters and table and the pool.
 std::string describe(const Scheduler& s, const std::vector<std::unique_ptr<Request>>& reqs) {
   std::string out;
   for (const auto& r : reqs) {
+    if (is_finished(r->status)) continue;
     out += fmt::format("r{} st{} C{} out{} ph{} fl{} hashes{} table[", r->request_id,
                        static_cast<int>(r->status), r->num_computed_tokens, r->num_output_tokens,
                        r->num_output_placeholders, r->num_in_flight_tokens, r->block_hashes.size());
@@ -177,124 +175,103 @@ std::string describe(const Scheduler& s, const std::vector<std::unique_ptr<Reque
       out += fmt::format("{},", b);
     out += "] ";
   }
-  out += fmt::format("free{} cached{} padding{} held{}", s.kv_cache_manager().num_free_blocks(),
-                     s.kv_cache_manager().block_pool().num_cached_blocks(),
-                     s.kv_cache_manager().padding_tokens(), s.kv_cache_manager().held_tokens());
+  const KVCacheManager& kv = s.kv_cache_manager();
+  out += fmt::format("free{} cached{} evictions{} padding{} held{} running{} waiting{}",
+                     kv.num_free_blocks(), kv.block_pool().num_cached_blocks(),
+                     kv.block_pool().num_evictions(), kv.padding_tokens(), kv.held_tokens(),
+                     s.num_running(), s.num_waiting());
   return out;
 }
 
 std::string describe(const SchedulerOutput& o) {
-  std::string out = fmt::format("step{} tok{} dec{} new[", o.step_index,
-                                o.total_num_scheduled_tokens, o.num_decode_tokens);
+  std::string out = fmt::format("step{} tok{} dec{} pre{} stop{} ", o.step_index,
+                                o.total_num_scheduled_tokens, o.num_decode_tokens,
+                                o.preempted_req_ids.size(), static_cast<int>(o.admission_stop));
+  out += "new[";
   for (BlockId b : o.new_block_ids) out += fmt::format("{},", b);
   out += "] fin[";
+  for (const auto& f : o.finished_in_update)
+    out += fmt::format("{}/{},", f.request_id, f.num_freed_blocks);
+  out += "] reported[";
   for (int64_t id : o.finished_req_ids) out += fmt::format("{},", id);
-  out += "] sched[";
-  for (const ScheduledRequest& s : o.scheduled) {
-    out += fmt::format("{}:{}@{}+{}/{}{}{},", s.request_id, s.num_tokens, s.num_computed_tokens,
-                       s.new_blocks_begin, s.new_blocks_count, s.is_decode ? "d" : "",
-                       s.is_prefill_chunk ? "c" : "");
-  }
-  return out + "]";
+  out += "]";
+  return out;
 }
 
-// Outside [steady_from, steady_until) every step also records the whole scheduler state, so a
-// reference run (use_steady = false) and a steady run describe the same steps.
-SchedulerRun drive(const SchedulerConfig& config, int64_t steady_from, int64_t steady_until,
-                   bool use_steady, int64_t* steady_steps) {
+struct SchedulerRun {
+  std::vector<std::string> steps;
+  int64_t implicit = 0;
+  int64_t preemptions = 0;
+};
+
+SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) {
+  config.lazy_steady_decodes = lazy;
   Scheduler s(config);
   std::vector<std::unique_ptr<Request>> reqs;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < n; ++i) {
     auto r = std::make_unique<Request>();
     r->request_id = i;
-    r->num_prompt_tokens = 5 + 7 * i;
-    r->max_tokens = 30 + 11 * i;
+    r->num_prompt_tokens = 5 + (7 * i) % 40;
+    r->max_tokens = 1 + (13 * i) % 70;
     r->content.salt = static_cast<uint64_t>(i) + 1;
-    s.add_request(r.get());
     reqs.push_back(std::move(r));
   }
   SchedulerRun run;
-  const SchedulerOutput* pending = nullptr;
-  Scheduler::SteadyBatch b;
-  for (int64_t step = 0; step < 400 && (s.has_requests() || s.num_pending_outputs() > 0); ++step) {
-    const bool window = step >= steady_from && step < steady_until;
-    if (use_steady && window && s.begin_steady_decode()) {
-      if (const SchedulerOutput* out = s.steady_schedule(b); out != nullptr) {
-        s.steady_update(b);
-        ++*steady_steps;
-        std::string fin;
-        for (const auto& f : b.finished)
-          fin += fmt::format("{}/{},", f.request_id, f.num_freed_blocks);
-        run.steps.push_back(fmt::format("step{} n{} ctx{} new{} fin[{}]", b.step_index,
-                                        b.num_scheduled, b.sum_context_tokens, b.num_new_blocks,
-                                        fin));
-        continue;
-      }
-    }
-    s.end_steady_decode();
-    // EngineCore.step_with_batch_queue: schedule, then process the oldest batch when two are
-    // queued (or nothing is left to schedule).
+  int added = 0;
+  for (int64_t step = 0; step < 5000; ++step) {
+    if (added < n && step % arrival_every == 0)
+      s.add_request(reqs[static_cast<size_t>(added++)].get());
+    if (added == n && !s.has_requests() && s.num_pending_outputs() == 0) break;
     std::string line;
+    bool process = true;
     if (s.has_requests()) {
-      pending = &s.schedule();
-      int64_t ctx = 0;
-      for (const ScheduledRequest& sr : pending->scheduled) ctx += sr.num_computed_tokens;
-      line = fmt::format("step{} n{} ctx{} new{}", pending->step_index, pending->scheduled.size(),
-                         ctx, pending->new_block_ids.size());
-      if (s.num_pending_outputs() < 2 &&
-          (pending->total_num_scheduled_tokens > 0 || s.has_requests())) {
-        run.steps.push_back(line + " queued" + (window ? "" : " " + describe(s, reqs)));
-        continue;
-      }
+      const SchedulerOutput& o = s.schedule();
+      run.implicit += o.implicit_decodes;
+      line = describe(o);
+      run.preemptions += static_cast<int64_t>(o.preempted_req_ids.size());
+      process =
+          !(s.num_pending_outputs() < 2 && (o.total_num_scheduled_tokens > 0 || s.has_requests()));
     }
-    const SchedulerOutput& done = s.update_from_output();
-    std::string fin;
-    for (const ScheduledRequest& sr : done.scheduled) {
-      if (sr.finished) fin += fmt::format("{}/{},", sr.request_id, sr.num_freed_blocks);
-    }
-    run.steps.push_back(line + fmt::format(" fin[{}]", fin) +
-                        (window ? "" : " " + describe(s, reqs) + " " + describe(done)));
+    if (process && s.num_pending_outputs() > 0) line += " | " + describe(s.update_from_output());
+    s.settle_lazy_decodes();
+    run.steps.push_back(line + " | " + describe(s, reqs));
   }
-  s.end_steady_decode();
-  run.final_state = describe(s, reqs);
   return run;
 }
 
-TEST(SteadyDecode, SchedulerStateAfterEndingTheModeIsTheGeneralPathsState) {
+TEST(SteadyDecode, SchedulerStepsAndStateAreTheGeneralPaths) {
+  int64_t implicit = 0;
+  int64_t preemptions = 0;
   for (const bool caching : {true, false}) {
     for (const int32_t bs : {4, 16}) {
-      SchedulerConfig c;
-      c.async_scheduling = true;
-      c.block_size = bs;
-      c.max_model_len = 128;
-      c.num_gpu_blocks = 1 + 6 * (128 / bs);
-      c.max_num_batched_tokens = 64;
-      c.max_num_seqs = 8;
-      c.enable_prefix_caching = caching;
-      // Steady stretches starting and ending at many points: the steps in between must report
-      // the same counts, and the general steps after them the same state and batches (the
-      // first of them applies the batch that end_steady_decode() rebuilt).
-      int64_t total = 0;
-      for (int64_t from = 0; from < 120; from += 7) {
-        for (int64_t len : {1, 3, 16, 1000}) {
-          int64_t none = 0;
-          int64_t steady_steps = 0;
-          const SchedulerRun general = drive(c, from, from + len, false, &none);
-          const SchedulerRun mixed = drive(c, from, from + len, true, &steady_steps);
-          const std::string what =
-              fmt::format("caching {} bs {} steady [{}, {})", caching, bs, from, from + len);
-          EXPECT_EQ(none, 0) << what;
-          EXPECT_EQ(general.final_state, mixed.final_state) << what;
-          ASSERT_EQ(general.steps.size(), mixed.steps.size()) << what;
+      for (const int32_t blocks_per_seq : {2, 6}) {  // 2: preempts; 6: roomy
+        for (const int every : {1, 3, 17}) {
+          SchedulerConfig c;
+          c.async_scheduling = true;
+          c.block_size = bs;
+          c.max_model_len = 128;
+          c.num_gpu_blocks = 1 + blocks_per_seq * (128 / bs);
+          c.max_num_batched_tokens = 32;
+          c.max_num_seqs = 8;
+          c.enable_prefix_caching = caching;
+          const SchedulerRun general = drive(c, false, 30, every);
+          const SchedulerRun lazy = drive(c, true, 30, every);
+          const std::string what = fmt::format("caching {} bs {} blocks/seq {} every {}", caching,
+                                               bs, blocks_per_seq, every);
+          EXPECT_EQ(general.implicit, 0) << what;
+          ASSERT_EQ(general.steps.size(), lazy.steps.size()) << what;
           for (size_t k = 0; k < general.steps.size(); ++k) {
-            EXPECT_EQ(general.steps[k], mixed.steps[k]) << what << " step " << k;
+            ASSERT_EQ(general.steps[k], lazy.steps[k]) << what << " step " << k;
           }
-          total += steady_steps;
+          implicit += lazy.implicit;
+          preemptions += lazy.preemptions;
         }
       }
-      EXPECT_GE(total, 500) << "caching " << caching << " bs " << bs;
     }
   }
+  // Most decodes of these runs are implicit.
+  EXPECT_GE(implicit, 5000);
+  EXPECT_GE(preemptions, 50);
 }
 
 }  // namespace

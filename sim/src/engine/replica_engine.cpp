@@ -69,6 +69,16 @@ void check_replay_config(const ReplayConfig& config, const KvBackend& /*backend*
 
 namespace {
 
+// Lazy steady decodes (ReplayConfig::steady_decode) leave per-step batches without an entry per
+// decode, which only the null backend can take; --check-invariants checks the held-token totals
+// the lazy clocks defer.
+SchedulerConfig engine_scheduler_config(const ReplayConfig& c, const KvBackend& backend) {
+  SchedulerConfig s = c.scheduler;
+  s.lazy_steady_decodes =
+      c.steady_decode && !c.check_invariants && dynamic_cast<const NullKvBackend*>(&backend);
+  return s;
+}
+
 int32_t histogram_percentile(const std::vector<int64_t>& hist, int64_t total, double q) {
   if (total == 0) return 0;
   // Nearest rank: the smallest k whose cumulative count reaches the rank's 1-based position.
@@ -126,11 +136,9 @@ ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
       step_time_(step_time),
       requests_(requests.requests),
       records_(requests.records),
-      sched_(config.scheduler),
+      sched_(engine_scheduler_config(config, backend)),
       core_(sched_),
       null_backend_(dynamic_cast<NullKvBackend*>(&backend) != nullptr) {
-  steady_allowed_ = config_.steady_decode && null_backend_ && !config_.check_invariants &&
-                    sched_.config().async_scheduling;
   ReplaySummary& sum = summary_;
   sum.num_gpu_blocks = sched_.config().num_gpu_blocks;
   sum.block_size = sched_.config().block_size;
@@ -192,99 +200,11 @@ bool ReplicaEngine::admit_arrivals() {
 }
 
 void ReplicaEngine::step() {
-  if (sched_.in_steady_decode()) {
-    if (step_steady()) return;
-    end_steady();
-  }
   if (!admit_arrivals()) return;
   if (sched_.config().async_scheduling) {
     step_async();
-    if (steady_allowed_) maybe_begin_steady();
   } else {
     step_sync();
-  }
-}
-
-void ReplicaEngine::maybe_begin_steady() {
-  // Only after a step that left nothing waiting and no arrival due; the scheduler checks the
-  // rest (the pending batch decoded every running request). The records must be exact too:
-  // every running request has its first token, and its high-water mark is its computed count
-  // (then a steady step's decode is new work, and the lazy counters below are exact).
-  if (sched_.num_waiting() != 0 || sched_.num_running() == 0 || sched_.num_pending_outputs() != 1) {
-    return;
-  }
-  if (!pending_.empty() && requests_[static_cast<size_t>(pending_.front())].arrival_time_ns <= t_)
-    return;
-  for (const Request* r : sched_.running()) {
-    const RequestRecord& rec = records_[static_cast<size_t>(r->request_id)];
-    if (rec.first_token_ns < 0 || rec.first_scheduled_ns < 0 ||
-        rec.computed_high_water != r->num_computed_tokens) {
-      return;
-    }
-  }
-  sched_.begin_steady_decode();
-}
-
-// One step_async() of a pure-decode step (EngineCore: schedule batch s, then process batch
-// s-1), with the per-request passes replaced by the steady batch's counts. The accounting reads
-// the scheduler after both halves, in step_async's order (on_step, log_row, batch clock, then
-// the processed batch's clock and finished requests).
-bool ReplicaEngine::step_steady() {
-  if (!pending_.empty() && requests_[static_cast<size_t>(pending_.front())].arrival_time_ns <= t_)
-    return false;
-  Scheduler::SteadyBatch& b = steady_batch_;
-  const SchedulerOutput* out = sched_.steady_schedule(b);
-  if (out == nullptr) return false;
-  sched_.steady_update(b);
-  ReplaySummary& sum = summary_;
-  const int64_t start = std::max(t_, gpu_free_ns_);
-  StepWork work;
-  work.num_seqs = b.num_scheduled;
-  work.num_decode_tokens = b.num_scheduled;
-  work.sum_context_tokens = b.sum_context_tokens;
-  work.sum_context_x_new = b.sum_context_tokens;
-  work.sum_new_squared = b.num_scheduled;
-  work_ = work;
-  // Every steady decode is scheduled one token ahead (one placeholder).
-  sum.async_ahead_tokens += b.num_scheduled;
-  sum.async_ahead_blocks += b.num_new_blocks;
-  const int64_t dt = step_time_.step_time_ns(work_);
-  // on_step: no admissions, so no prefix queries or hits; each decode is at a new position.
-  sum.steps += 1;
-  sum.scheduled_tokens += b.num_scheduled;
-  sum.decode_tokens += b.num_scheduled;
-  account_step_state();
-  log_row(*out, start, dt, b.num_scheduled);
-  gpu_free_ns_ = batch_end(start, dt);
-  end_ns_[static_cast<size_t>(b.step_index % 2)] = gpu_free_ns_;
-
-  t_ = std::max(t_, end_ns_[static_cast<size_t>((b.step_index - 1) % 2)]);
-  for (const Scheduler::SteadyBatch::Finished& f : b.finished) {
-    sum.async_late_free_blocks += f.num_freed_blocks;
-    sum.async_late_free_requests += 1;
-  }
-  for (const Scheduler::SteadyBatch::Finished& f : b.finished) {
-    const auto id = static_cast<size_t>(f.request_id);
-    RequestRecord& rec = records_[id];
-    // Its last scheduled token was its last computed position (it was skipped this step).
-    const Request& r = requests_[id];
-    rec.scheduled_tokens += r.num_computed_tokens - rec.computed_high_water;
-    rec.computed_high_water = r.num_computed_tokens;
-    finish_record(id);
-  }
-  sum.steady_decode_steps += 1;
-  idle_steps_ = 0;
-  return true;
-}
-
-void ReplicaEngine::end_steady() {
-  sched_.end_steady_decode();
-  // Each steady step scheduled one new position per running request: the records' counters
-  // catch up with the settled computed counts.
-  for (const Request* r : sched_.running()) {
-    RequestRecord& rec = records_[static_cast<size_t>(r->request_id)];
-    rec.scheduled_tokens += r->num_computed_tokens - rec.computed_high_water;
-    rec.computed_high_water = r->num_computed_tokens;
   }
 }
 
@@ -296,6 +216,7 @@ void ReplicaEngine::leave_queue(const RequestRecord& rec) {
 void ReplicaEngine::reject(size_t index, RejectReason why) {
   RequestRecord& rec = records_[index];
   Request& r = requests_[index];
+  catch_up_record(index);
   if (rec.first_scheduled_ns < 0) leave_queue(rec);
   r.status = RequestStatus::FINISHED_ABORTED;
   r.release_block_hashes();
@@ -332,8 +253,10 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   int64_t hit_tokens = 0;
   int64_t recomputed = 0;
   bool new_work = false;
+  const bool lazy = sched_.lazy_decodes_active();
   for (const ScheduledRequest& s : out.scheduled) {
     RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
+    if (lazy) catch_up_record(static_cast<size_t>(s.request_id));
     if (rec.first_scheduled_ns < 0) {
       rec.first_scheduled_ns = start_ns;
       leave_queue(rec);
@@ -353,8 +276,10 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
     new_work |= redo < s.num_tokens;
     rec.computed_high_water = std::max(rec.computed_high_water, end);
   }
-  if (new_work) new_work_ = true;
+  // Implicit decodes are always at new positions.
+  if (new_work || out.implicit_decodes > 0) new_work_ = true;
   ReplaySummary& sum = summary_;
+  if (out.implicit_decodes > 0) sum.steady_decode_steps += 1;
   sum.admission_prefix_query_tokens += query_tokens;
   sum.prefix_hit_tokens += hit_tokens;
   sum.recomputed_tokens += recomputed;
@@ -404,8 +329,7 @@ void ReplicaEngine::account_step_state() {
   }
 }
 
-void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns,
-                            int32_t scheduled_reqs) {
+void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
   ReplaySummary& sum = summary_;
   const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
   sum.preemptions += preempted;
@@ -434,7 +358,7 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
   row.duration_ns = duration_ns;
   row.running = static_cast<int32_t>(sched_.num_running());
   row.waiting = static_cast<int32_t>(sched_.num_waiting());
-  row.scheduled_reqs = scheduled_reqs;
+  row.scheduled_reqs = static_cast<int32_t>(out.scheduled.size()) + out.implicit_decodes;
   row.scheduled_tokens = out.total_num_scheduled_tokens;
   row.prefill_tokens = out.num_prefill_tokens;
   row.decode_tokens = out.num_decode_tokens;
@@ -509,20 +433,32 @@ void ReplicaEngine::execute_batch(const SchedulerOutput& out) {
 }
 
 bool ReplicaEngine::after_update(const SchedulerOutput& out) {
-  bool any = false;
   for (const ScheduledRequest& s : out.scheduled) {
     if (!s.sampled) continue;
-    const auto id = static_cast<size_t>(s.request_id);
-    RequestRecord& rec = records_[id];
+    RequestRecord& rec = records_[static_cast<size_t>(s.request_id)];
     if (rec.first_token_ns < 0) rec.first_token_ns = t_;
-    if (!s.finished) continue;
-    finish_record(id);
-    any = true;
   }
-  return any;
+  // Entries and implicit decodes alike, in the batch's order. (An implicit decode's request
+  // sampled its first token long before.)
+  for (const SchedulerOutput::Finished& f : out.finished_in_update) {
+    finish_record(static_cast<size_t>(f.request_id));
+  }
+  return !out.finished_in_update.empty();
+}
+
+// Tokens the scheduler scheduled for the request without an entry (lazy steady decodes): each
+// at a new position, so on_step would have counted them scheduled and raised the high-water
+// mark to the last one's end.
+void ReplicaEngine::catch_up_record(size_t id) {
+  const Scheduler::UnreportedTokens u = sched_.take_unreported_tokens(static_cast<int64_t>(id));
+  if (u.tokens == 0) return;
+  RequestRecord& rec = records_[id];
+  rec.scheduled_tokens += u.tokens;
+  rec.computed_high_water = std::max(rec.computed_high_water, u.end);
 }
 
 void ReplicaEngine::finish_record(size_t id) {
+  catch_up_record(id);
   RequestRecord& rec = records_[id];
   Request& r = requests_[id];
   rec.finish_ns = t_;
@@ -568,8 +504,7 @@ void ReplicaEngine::step_sync() {
     const int64_t swap_dt = account_swaps(out);
     if (!out.swap_out.empty()) execute_batch(out);
     sched_.update_from_output();  // nothing to apply; keeps the schedule/update pairing
-    if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty())
-      log_row(out, t_, swap_dt, static_cast<int32_t>(out.scheduled.size()));
+    if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, t_, swap_dt);
     advance_clock(swap_dt);
     if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
     if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
@@ -590,7 +525,7 @@ void ReplicaEngine::step_sync() {
   const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
   new_work_ = false;
   on_step(out, t_);
-  log_row(out, t_, dt, static_cast<int32_t>(out.scheduled.size()));
+  log_row(out, t_, dt);
   advance_clock(dt);
   sched_.update_from_output();
   const bool finished_any = after_update(out);
@@ -632,15 +567,22 @@ void ReplicaEngine::step_async() {
           ahead_blocks += s.new_blocks_count;
         }
       }
+      // Implicit decodes: one token each at its context, scheduled one token ahead.
+      work.num_seqs += out.implicit_decodes;
+      work.num_decode_tokens += out.implicit_decodes;
+      work.sum_context_tokens += out.implicit_context_tokens;
+      work.sum_context_x_new += out.implicit_context_tokens;
+      work.sum_new_squared += out.implicit_decodes;
+      ahead_tokens += out.implicit_decodes;
       work_ = work;
       sum.async_ahead_tokens += ahead_tokens;
       sum.async_ahead_blocks += ahead_blocks;
       execute_batch(out);
       dt = step_time_.step_time_ns(work_);
       on_step(out, start);
-      log_row(out, start, dt, static_cast<int32_t>(out.scheduled.size()));
+      log_row(out, start, dt);
     } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {
-      log_row(out, start, 0, static_cast<int32_t>(out.scheduled.size()));
+      log_row(out, start, 0);
     }
     gpu_free_ns_ = batch_end(start, dt);
     end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
@@ -651,9 +593,8 @@ void ReplicaEngine::step_async() {
   if (st.processed != nullptr) {
     const SchedulerOutput& out = *st.processed;
     t_ = std::max(t_, end_ns_[static_cast<size_t>(out.step_index % 2)]);
-    for (const ScheduledRequest& s : out.scheduled) {
-      if (!s.finished) continue;
-      sum.async_late_free_blocks += s.num_freed_blocks;
+    for (const SchedulerOutput::Finished& f : out.finished_in_update) {
+      sum.async_late_free_blocks += f.num_freed_blocks;
       sum.async_late_free_requests += 1;
     }
     progress = after_update(out) || progress;
@@ -692,7 +633,6 @@ int32_t ReplicaEngine::cached_prefix_tokens(const Request& r) const {
 }
 
 void ReplicaEngine::finish() {
-  if (sched_.in_steady_decode()) end_steady();
   ReplaySummary& sum = summary_;
   sum.sim_ns = t_;
   if (!null_backend_) {

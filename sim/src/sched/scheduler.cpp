@@ -106,6 +106,9 @@ void SchedulerOutput::clear() {
   swapped_out_req_ids.clear();
   swapped_in_req_ids.clear();
   num_swap_fallbacks = 0;
+  implicit_decodes = 0;
+  implicit_context_tokens = 0;
+  finished_in_update.clear();
   total_num_scheduled_tokens = 0;
   num_prefill_tokens = 0;
   num_decode_tokens = 0;
@@ -114,6 +117,10 @@ void SchedulerOutput::clear() {
 
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_((validate(config), config)), kv_(kv_config(config)), waiting_(config.policy) {
+  lazy_ = config_.lazy_steady_decodes && config_.async_scheduling &&
+          config_.policy == SchedulingPolicy::FCFS &&
+          config_.preemption_mode == PreemptionMode::RECOMPUTE && kv_.coordinator() == nullptr &&
+          config_.num_lookahead_tokens == 0;
   if (config_.preemption_mode == PreemptionMode::SWAP) {
     // Highest slot at the bottom of the stack: slots are handed out 0, 1, 2, ... from the start.
     free_host_slots_.resize(static_cast<size_t>(config_.num_host_swap_slots));
@@ -159,6 +166,10 @@ void Scheduler::add_request(Request* r) {
   if (id >= by_id_.size()) {
     by_id_.resize(std::max(id + 1, by_id_.size() * 2), nullptr);
     scheduled_index_.resize(by_id_.size(), -1);
+    if (lazy_) {
+      lz_unreported_.resize(by_id_.size());
+      lz_pos_.resize(by_id_.size(), -1);
+    }
     if (config_.preemption_mode == PreemptionMode::SWAP) host_slots_of_.resize(by_id_.size());
   }
   if (by_id_[id] != nullptr) {
@@ -172,6 +183,7 @@ void Scheduler::add_request(Request* r) {
                            " still holds KV blocks or host slots of an earlier request");
   }
   by_id_[id] = r;
+  if (lazy_) lz_unreported_[id] = {};
   if (config_.enable_prefix_caching && r->hash_block_size == 0) {
     r->enable_block_hashing(config_.block_size);
   }
@@ -212,6 +224,7 @@ ScheduledRequest& Scheduler::add_scheduled(Request& r, int32_t n,
   if (config_.policy == SchedulingPolicy::PRIORITY) {
     scheduled_index_[static_cast<size_t>(r.request_id)] = index;
   }
+  if (lazy_) s.order_key = lz_[static_cast<size_t>(lz_pos_[static_cast<size_t>(r.request_id)])].key;
   return s;
 }
 
@@ -305,11 +318,23 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
   bool preempted_any = false;
   const int64_t threshold = config_.long_prefill_token_threshold;
   size_t i = 0;
+  const int64_t batch = output_->step_index;
+  int32_t implicit = 0;
   while (i < running_.size() && token_budget > 0) {
+    if (lazy_) {
+      // A steady member without an event: one decode token, no entry, nothing touched.
+      if (lz_next_sched_[i] > batch) {
+        --token_budget;
+        ++implicit;
+        ++i;
+        continue;
+      }
+      if (lz_[i].member) lazy_depart(i);
+    }
     Request* req = running_[i];
     // The next request's fields and block state are read next iteration: start the loads now
     // (the hash map traffic of the previous step has usually evicted them from L1).
-    if (i + 1 < running_.size()) {
+    if (!lazy_ && i + 1 < running_.size()) {
       const Request* next = running_[i + 1];
       __builtin_prefetch(next);
       kv_.prefetch_request_state(next->request_id);
@@ -350,6 +375,7 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
       if (new_blocks) break;
       Request* victim = nullptr;
       if (config_.policy == SchedulingPolicy::FCFS) {
+        if (lazy_) lazy_pop_running();
         victim = running_.back();
         running_.pop_back();
       } else {
@@ -384,6 +410,17 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
     add_scheduled(*req, static_cast<int32_t>(n), *new_blocks);
     token_budget -= n;
     ++i;
+  }
+  if (lazy_) {
+    // Members the budget did not reach are not in this batch.
+    for (size_t k = i; k < running_.size(); ++k) {
+      if (lz_[k].member) lazy_depart(k);
+    }
+    // Every member left was scheduled implicitly, at its exact num_computed_tokens.
+    output_->implicit_decodes = implicit;
+    output_->implicit_context_tokens = lz_sum_computed_;
+    lz_sum_computed_ += implicit;
+    kv_.add_lazy_held_tokens(implicit);
   }
   return preempted_any;
 }
@@ -434,7 +471,7 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
       return;
     }
     waiting_.pop();
-    running_.push_back(req);
+    lazy_push_running(req);
     const RequestStatus was = req->status;
     req->num_computed_tokens = computed;
     ScheduledRequest& s = add_scheduled(*req, static_cast<int32_t>(n), *new_blocks);
@@ -450,7 +487,6 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
 }
 
 const SchedulerOutput& Scheduler::schedule() {
-  if (steady_active_) throw std::logic_error("Scheduler::schedule in steady-decode mode");
   if (num_pending_outputs() >= max_concurrent_batches(config_)) {
     throw std::logic_error(
         config_.async_scheduling
@@ -483,20 +519,116 @@ const SchedulerOutput& Scheduler::schedule() {
     output_->total_num_scheduled_tokens += s.num_tokens;
     (s.is_decode ? output_->num_decode_tokens : output_->num_prefill_tokens) += s.num_tokens;
   }
+  output_->total_num_scheduled_tokens += output_->implicit_decodes;
+  output_->num_decode_tokens += output_->implicit_decodes;
+  if (lazy_) lz_sched_done_ = step_;
   return *output_;
 }
 
-const SchedulerOutput& Scheduler::update_from_output() {
-  if (steady_active_) {
-    throw std::logic_error("Scheduler::update_from_output in steady-decode mode");
+void Scheduler::apply_sampled_token(SchedulerOutput& out, ScheduledRequest* s, Request& r,
+                                    bool& any_finished_running) {
+  const RequestStatus before = r.status;
+  r.append_output_tokens(1);
+  if (s != nullptr) s->sampled = true;
+  const bool stopped =
+      r.num_output_tokens >= r.max_tokens || r.num_tokens() >= config_.max_model_len;
+  if (config_.async_scheduling) {
+    r.num_output_placeholders -= 1;
+    if (r.num_output_placeholders < 0) {
+      throw std::logic_error(
+          fmt::format("update_from_output: request {} has no placeholder", r.request_id));
+    }
+    // AsyncScheduler: cache the blocks the arrived token completed (a preempted request
+    // holds no blocks).
+    if (before == RequestStatus::RUNNING) {
+      kv_.cache_blocks(r, int64_t{r.num_computed_tokens} - r.num_output_placeholders);
+    }
   }
+  if (!stopped) return;
+  r.status = RequestStatus::FINISHED_LENGTH_CAPPED;
+  const auto freed = static_cast<int32_t>(kv_.num_blocks_held(r.request_id));
+  kv_.free(r);
+  if (s != nullptr) {
+    s->num_freed_blocks = freed;
+    s->finished = true;
+  }
+  out.finished_in_update.push_back({r.request_id, freed});
+  finished_pending_.push_back(r.request_id);
+  by_id_[static_cast<size_t>(r.request_id)] = nullptr;
+  if (before == RequestStatus::RUNNING) {
+    any_finished_running = true;
+  } else {
+    // Async only: preempted while its last token was in flight (vLLM stopped_preempted_reqs).
+    waiting_.remove(&r);
+  }
+}
+
+const SchedulerOutput& Scheduler::update_from_output() {
   if (num_pending_outputs() == 0) {
     throw std::logic_error("Scheduler::update_from_output without a pending schedule");
   }
-  SchedulerOutput& out = outputs_[static_cast<size_t>(first_pending_step_ % 2)];
+  const int64_t batch = first_pending_step_;
+  SchedulerOutput& out = outputs_[static_cast<size_t>(batch % 2)];
   ++first_pending_step_;
+  out.finished_in_update.clear();
   bool any_finished_running = false;
   const size_t num_scheduled = out.scheduled.size();
+  if (lazy_) {
+    // The batch in order: its entries, merged by running-order key with its implicit decodes
+    // that need the general code now - members with an update event, and former members that
+    // departed after it was scheduled. Everybody else's token is the lazy clock's.
+    lz_items_.clear();
+    lz_processed_.clear();
+    std::vector<LazyDeparted>& departed = lz_departed_[static_cast<size_t>(batch % 2)];
+    // Victims depart from the back of running: sort into running order.
+    std::sort(departed.begin(), departed.end(),
+              [](const LazyDeparted& a, const LazyDeparted& b) { return a.key < b.key; });
+    size_t d = 0;
+    for (size_t i = 0; i < running_.size(); ++i) {
+      if (lz_next_update_[i] > batch || lz_[i].su > batch) continue;
+      while (d < departed.size() && departed[d].key < lz_[i].key) {
+        lz_items_.push_back({departed[d].key, departed[d].request, -1});
+        ++d;
+      }
+      lz_items_.push_back({lz_[i].key, running_[i], static_cast<int32_t>(i)});
+    }
+    for (; d < departed.size(); ++d)
+      lz_items_.push_back({departed[d].key, departed[d].request, -1});
+    departed.clear();
+    size_t it = 0;
+    auto apply_item = [&](const LazyUpdateItem& item) {
+      if (item.running_index >= 0) {
+        lazy_settle(static_cast<size_t>(item.running_index));
+        lz_[static_cast<size_t>(item.running_index)].su = batch + 1;
+      }
+      Request& r = *item.request;
+      // A departed victim aborted at preemption: finished meanwhile, as an entry would be.
+      if (by_id_[static_cast<size_t>(r.request_id)] == nullptr) return;
+      r.num_in_flight_tokens -= 1;
+      apply_sampled_token(out, nullptr, r, any_finished_running);
+      lz_processed_.push_back(r.request_id);
+    };
+    for (size_t k = 0; k < num_scheduled; ++k) {
+      ScheduledRequest& s = out.scheduled[k];
+      while (it < lz_items_.size() && lz_items_[it].key < s.order_key) apply_item(lz_items_[it++]);
+      const auto id = static_cast<size_t>(s.request_id);
+      Request* r = by_id_[id];
+      if (r == nullptr) continue;
+      // A member with an entry (scheduled before it joined): exact before the general code.
+      if (const int32_t pos = lz_pos_[id]; pos >= 0 && lz_[static_cast<size_t>(pos)].member) {
+        lazy_settle(static_cast<size_t>(pos));
+      }
+      r->num_in_flight_tokens -= s.num_tokens;
+      if (s.is_prefill_chunk) continue;
+      apply_sampled_token(out, &s, *r, any_finished_running);
+      lz_processed_.push_back(r->request_id);
+    }
+    while (it < lz_items_.size()) apply_item(lz_items_[it++]);
+    lazy_after_update();
+    if (any_finished_running) lazy_compact_running();
+    lz_upd_done_ = first_pending_step_;
+    return out;
+  }
   for (size_t k = 0; k < num_scheduled; ++k) {
     ScheduledRequest& s = out.scheduled[k];
     // As in the RUNNING loop: start loading the next request's fields and block state.
@@ -510,37 +642,7 @@ const SchedulerOutput& Scheduler::update_from_output() {
     if (r != nullptr) r->num_in_flight_tokens -= s.num_tokens;
     // Finished meanwhile (async: aborted while its batch was in flight), or a partial prefill.
     if (r == nullptr || s.is_prefill_chunk) continue;
-    const RequestStatus before = r->status;
-    r->append_output_tokens(1);
-    s.sampled = true;
-    const bool stopped =
-        r->num_output_tokens >= r->max_tokens || r->num_tokens() >= config_.max_model_len;
-    if (config_.async_scheduling) {
-      r->num_output_placeholders -= 1;
-      if (r->num_output_placeholders < 0) {
-        throw std::logic_error(
-            fmt::format("update_from_output: request {} has no placeholder", r->request_id));
-      }
-      // AsyncScheduler: cache the blocks the arrived token completed (a preempted request
-      // holds no blocks).
-      if (before == RequestStatus::RUNNING) {
-        kv_.cache_blocks(*r, int64_t{r->num_computed_tokens} - r->num_output_placeholders);
-      }
-    }
-    if (stopped) {
-      r->status = RequestStatus::FINISHED_LENGTH_CAPPED;
-      s.num_freed_blocks = static_cast<int32_t>(kv_.num_blocks_held(r->request_id));
-      kv_.free(*r);
-      s.finished = true;
-      finished_pending_.push_back(r->request_id);
-      by_id_[id] = nullptr;
-      if (before == RequestStatus::RUNNING) {
-        any_finished_running = true;
-      } else {
-        // Async only: preempted while its last token was in flight (vLLM stopped_preempted_reqs).
-        waiting_.remove(r);
-      }
-    }
+    apply_sampled_token(out, &s, *r, any_finished_running);
   }
   if (any_finished_running) {
     std::erase_if(running_, [](const Request* r) { return is_finished(r->status); });

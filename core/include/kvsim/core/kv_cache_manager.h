@@ -209,7 +209,7 @@ class KVCacheManager {
   // Throws std::logic_error naming the first broken invariant (M1..M5).
   void check_invariants() const;
 
-  // Steady decoding (the scheduler's lazily advanced decode steps, sim/sched/scheduler.h): the
+  // Lazy steady decodes (the scheduler's lazily advanced decodes, sim/sched/scheduler.h): the
   // single full-attention path's table of a live request as the scheduler predicts its next
   // block event from it; nullopt for a coordinated layout or a request holding no table.
   struct HeldBlocksView {

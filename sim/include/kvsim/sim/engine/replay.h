@@ -56,11 +56,11 @@ struct ReplayConfig {
   bool record_timeline = true;    // one TimelineRow per logged step
   bool record_requests = true;    // keep every RequestRecord in the result
   bool check_invariants = false;  // KVCacheManager::check_invariants() after every step (tests)
-  // Speed only, never behaviour: run pure-decode stretches of an async replay in the
-  // scheduler's steady-decode mode (O(events) per step, Scheduler::begin_steady_decode). Every
-  // block id, counter, timeline row and record is the same either way (tests/sim/
+  // Speed only, never behaviour: steady decodes are scheduled and updated lazily, so a step
+  // costs O(events) rather than O(running) (SchedulerConfig::lazy_steady_decodes). Every block
+  // id, counter, timeline row and record is the same either way (tests/sim/
   // test_steady_decode.cpp replays both). Only null-backend replays without check_invariants
-  // use it.
+  // use it, and only async FCFS recompute scheduling on a single full-attention group.
   bool steady_decode = true;
   int64_t livelock_steps = 0;  // token-less steps before giving up; 0 = auto (see above)
   int64_t progress_every_steps = 8192;
@@ -187,7 +187,7 @@ struct ReplaySummary {
   int64_t async_late_free_blocks = 0;  // blocks of finished requests freed after the next
                                        // schedule() (held one step longer than in sync mode)
   int64_t async_late_free_requests = 0;
-  // Steps run in the scheduler's steady-decode mode (ReplayConfig::steady_decode). A speed
+  // Steps that scheduled lazy steady decodes (ReplayConfig::steady_decode). A speed
   // diagnostic, not a result: never reported (JSON, text) so that outputs do not depend on it.
   int64_t steady_decode_steps = 0;
   // vLLM's counters as the 0.26.0 wheel records them: every prefix lookup, including lookups of

@@ -143,15 +143,8 @@ class ReplicaEngine {
   void account_step_state();
   bool after_update(const SchedulerOutput& out);  // true when a request finished
   void finish_record(size_t id);                  // a request that stopped: record, latency
-  // `scheduled_reqs`: out.scheduled.size(), or a steady batch's count.
-  void log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns,
-               int32_t scheduled_reqs);
-  // Steady decoding (Scheduler::begin_steady_decode): enter after a general async step when
-  // it only decoded; one O(events) step (false: the step needs the general path); leave,
-  // settling the records' lazy counters.
-  void maybe_begin_steady();
-  bool step_steady();
-  void end_steady();
+  void log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns);
+  void catch_up_record(size_t id);  // the scheduler's unreported implicit decodes of a request
   int64_t account_swaps(const SchedulerOutput& out);  // returns the transfer time (ns)
   void execute_batch(const SchedulerOutput& out);
   [[noreturn]] void livelock(int64_t steps) const;
@@ -187,8 +180,6 @@ class ReplicaEngine {
   std::array<int64_t, 2> end_ns_{};
   int64_t gpu_free_ns_ = 0;
   std::vector<int64_t>* done_log_ = nullptr;
-  bool steady_allowed_ = false;  // config_.steady_decode and a replay that may use it
-  Scheduler::SteadyBatch steady_batch_;
   mutable std::vector<std::vector<BlockId>> probe_scratch_;  // hybrid layouts' probe
 };
 

@@ -95,6 +95,10 @@ struct SchedulerConfig {
   // Every block id, counter and lookup is the same either way (tests/sim/
   // test_private_block_hashes.cpp replays both); false restores vLLM's eager map.
   bool defer_private_block_hashes = true;
+  // Speed only, never behaviour: steady decodes are scheduled and updated lazily (see
+  // Scheduler::lazy_decodes_active). Off by default: outputs then list every scheduled request;
+  // the replay engine turns it on for null-backend replays (ReplayConfig::steady_decode).
+  bool lazy_steady_decodes = false;
 };
 
 // Batches that may be scheduled and not yet processed: vLLM's max_concurrent_batches
@@ -151,6 +155,7 @@ struct ScheduledRequest {
   int32_t num_freed_blocks = 0;  // set by update_from_output: blocks freed when it finished
   bool sampled = false;          // set by update_from_output: received a token
   bool finished = false;         // set by update_from_output: stopped and freed
+  int64_t order_key = 0;         // lazy steady decodes: the request's running-order key
 };
 
 // What one schedule() decided. The scheduler keeps a ring of max_concurrent_batches() of them,
@@ -174,6 +179,18 @@ struct SchedulerOutput {
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
   AdmissionStop admission_stop = AdmissionStop::QUEUE_EMPTY;
+  // Lazy steady decodes (Scheduler::lazy_decodes_active): decodes of one token each scheduled
+  // without an entry in `scheduled`, and Σ of their num_computed_tokens before the step. They
+  // are counted in the totals above; each was scheduled with one placeholder.
+  int32_t implicit_decodes = 0;
+  int64_t implicit_context_tokens = 0;
+  // Set by update_from_output: every request it stopped and freed, in processing order (the
+  // batch's order), with the blocks it freed - entries and implicit decodes alike.
+  struct Finished {
+    int64_t request_id = 0;
+    int32_t num_freed_blocks = 0;
+  };
+  std::vector<Finished> finished_in_update;
 
   void clear();
 };
@@ -238,53 +255,43 @@ class Scheduler {
   }
   std::span<const int64_t> host_slots(int64_t request_id) const;
 
-  // ---- Steady decoding: O(events) engine steps (speed only, never behaviour) ----
-  // Most async steps of a loaded replay only decode: every running request gets one token,
-  // nothing waits, and a request touches the pool once per block_size steps (a new block, a
-  // hash and a cached block) and once more when it finishes. In steady-decode mode one engine
-  // step (schedule batch s, then update batch s-1) does the exact per-request work of
-  // schedule_running() / update_from_output() only for the requests that have such an *event*
-  // this step, in running order, and advances everybody else with O(1) aggregate counters.
-  //
-  // Lazy state: a running request's num_computed_tokens, num_output_tokens and its table's
-  // held_tokens lag by (steps done - its base step); everything else (the pool, the tables, the
-  // block hashes, the totals behind padding_tokens() and usage(), step indices, finished lists)
-  // is exact after every call. Each request's next event step is predicted conservatively from
-  // its exact state (docs/engine-speed.md §Steady decoding); a request is settled (made exact)
-  // before its event and whenever the mode ends, so an early event is harmless and none can be
-  // missed: settling throws std::logic_error if a block-hash boundary was skipped.
-  //
-  // Contract: begin_steady_decode() succeeds only between engine steps of an async FCFS
-  // recompute scheduler on the single full-attention path, no lookahead, nothing waiting, and
-  // exactly one batch pending that decoded every running request by one token (each RUNNING
-  // with num_computed == num_tokens, one placeholder, one token in flight, one output token at
-  // least). Then each step is steady_schedule() followed by steady_update(); steady_schedule()
-  // returns false and changes nothing observable when the step needs the general path (an
-  // allocation that could fail, so a preemption; nothing to schedule). end_steady_decode()
-  // settles every request and rebuilds the pending batch's SchedulerOutput as schedule() would
-  // have built it, so update_from_output() and every accessor work as before. While the mode is
-  // on, only the accessors running(), num_running(), num_waiting(), has_requests(),
-  // num_pending_outputs(), num_scheduled_steps(), id_reusable() and kv_cache_manager()'s pool
-  // and totals may be read; Request counters of running requests and per-request tables may not.
-  struct SteadyBatch {
-    int64_t step_index = 0;          // batch s
-    int32_t num_scheduled = 0;       // decodes in batch s, one token each
-    int64_t sum_context_tokens = 0;  // Σ num_computed_tokens before the step over batch s
-    int32_t num_new_blocks = 0;      // blocks allocated for batch s
-    struct Finished {
-      int64_t request_id = 0;
-      int32_t num_freed_blocks = 0;
-    };
-    std::vector<Finished> finished;  // stopped and freed by the update half, in update order
+  // ---- Lazy steady decodes: O(events) steps (SchedulerConfig::lazy_steady_decodes) ----
+  // Most of an async replay's scheduled requests are steady decodes: one token per step, and a
+  // pool operation only once per block_size steps (a new block, a cached block, a hashed block)
+  // and at the end. With lazy_steady_decodes such a request is a *steady member*: schedule()
+  // counts it into the batch without an entry (SchedulerOutput::implicit_decodes) and
+  // update_from_output() applies its token without touching it, through two lazy clocks
+  // (schedules and updates completed since it was last exact). A member runs the general code
+  // again - in its exact place in running order, settled (made exact) first - at its next
+  // *event*, predicted conservatively from its exact state: its allocation, cached or hashed
+  // block, last token or max_model_len, and whenever the general code must see it (a token
+  // budget that runs out before it, a preemption). Members leave at a schedule-side event and
+  // join again at the end of the update that finds them steady (one token in flight,
+  // num_computed == num_tokens). An early event costs time, never exactness; a missed one cannot
+  // happen silently (settling throws std::logic_error if a hash boundary was skipped).
+  // Between calls the pool, the tables, block hashes, totals (padding_tokens(), usage()) and
+  // step counters are exact; a member's Request counters and its table's held tokens lag until
+  // settle_lazy_decodes(). Tokens scheduled implicitly are reported per request through
+  // take_unreported_tokens() (the engine's per-request records).
+  // Only for async FCFS recompute scheduling on the single full-attention path without
+  // lookahead; otherwise the option does nothing.
+  bool lazy_decodes_active() const { return lazy_; }
+  // Makes every member's counters exact (members stay members).
+  void settle_lazy_decodes();
+  // Implicitly scheduled tokens of a request not yet taken, and the end position of the last
+  // one; taking resets the count. Every such token is at a new position (never recomputed).
+  struct UnreportedTokens {
+    int32_t tokens = 0;
+    int32_t end = 0;
   };
-  bool begin_steady_decode();
-  bool in_steady_decode() const { return steady_active_; }
-  // The schedule half of step s; on success the returned output holds batch s's totals, new
-  // block ids and finished_req_ids but not its per-request entries (rebuilt on end).
-  const SchedulerOutput* steady_schedule(SteadyBatch& batch);
-  // The update half: applies batch s-1 and fills batch.finished.
-  void steady_update(SteadyBatch& batch);
-  void end_steady_decode();
+  UnreportedTokens take_unreported_tokens(int64_t request_id) {
+    if (!lazy_ || request_id < 0 || static_cast<size_t>(request_id) >= lz_unreported_.size())
+      return {};
+    UnreportedTokens u = lz_unreported_[static_cast<size_t>(request_id)];
+    lz_unreported_[static_cast<size_t>(request_id)].tokens = 0;
+    return u;
+  }
+  int64_t num_lazy_members() const { return lz_num_members_; }
 
  private:
   // Blocks a sequence of `tokens` tokens (lookahead included by the caller) holds at once:
@@ -314,22 +321,52 @@ class Scheduler {
   ComputedBlocks computed_blocks_scratch_;  // schedule_waiting's prefix lookup (capacity reused)
   int64_t step_ = 0;                        // next step index
   int64_t first_pending_step_ = 0;          // oldest output not yet updated
-  // Steady decoding (see above). steady_base_ / steady_next_event_ are parallel to running_.
-  bool steady_active_ = false;
-  bool steady_rebuild_pending_ = false;     // the pending output was filled by steady_schedule()
-  int64_t steady_steps_ = 0;                // steps done in the mode (the lazy clock)
-  int64_t steady_sum_computed_ = 0;         // Σ num_computed_tokens over running (exact values)
-  std::vector<int64_t> steady_base_;        // steps done when the request was last exact
-  std::vector<int64_t> steady_next_event_;  // step of its next event (>= steady_steps_)
-  std::vector<int32_t> steady_events_;      // this step's event requests (running indices)
-  struct SteadyAlloc {
-    int64_t request_id = 0;
-    int32_t count = 0;
+  // Lazy steady decodes (see above). lz_next_sched_ and lz_ are parallel to running_.
+  struct LazyRunning {
+    int64_t key = 0;  // running order: increasing with every push into running_
+    int64_t sc = 0;   // schedules before this batch index are folded into its counters
+    int64_t su = 0;   // updates of batches before this index are folded
+    int64_t sb = 0;   // its first implicitly scheduled batch
+    bool member = false;
   };
-  std::vector<SteadyAlloc> steady_allocs_;  // batch s's allocations, in running order
-  void steady_settle(size_t running_index);
-  int64_t steady_next_event(const Request& r) const;
-  bool steady_skips(const Request& r) const;
+  struct LazyDeparted {  // a former member implicitly in a pending batch
+    int64_t key = 0;
+    Request* request = nullptr;
+  };
+  bool lazy_ = false;
+  int64_t lz_sched_done_ = 0;  // schedule() calls completed
+  int64_t lz_upd_done_ = 0;    // update_from_output() calls completed
+  int64_t lz_next_key_ = 0;
+  int64_t lz_sum_computed_ = 0;  // Σ exact num_computed_tokens over members
+  int64_t lz_num_members_ = 0;
+  // A member's next schedule event (a batch index); INT64_MIN for a non-member, so the RUNNING
+  // loop's one test sends it down the general path.
+  std::vector<int64_t> lz_next_sched_;
+  // A member's next update event (a batch index); INT64_MAX for a non-member.
+  std::vector<int64_t> lz_next_update_;
+  std::vector<int32_t> lz_pos_;  // by request id: its index in running_ (-1: not running)
+  std::vector<LazyRunning> lz_;
+  std::array<std::vector<LazyDeparted>, 2> lz_departed_;  // by batch index % 2
+  std::vector<UnreportedTokens> lz_unreported_;           // by request id
+  struct LazyUpdateItem {
+    int64_t key = 0;
+    Request* request = nullptr;
+    int32_t running_index = -1;  // a member's event (-1: a departed one)
+  };
+  std::vector<LazyUpdateItem> lz_items_;  // update_from_output's merged list (scratch)
+  std::vector<int64_t> lz_processed_;     // ids this update applied a token to
+  void lazy_push_running(Request* r);
+  void lazy_pop_running();      // before running_.pop_back(): a member departs first
+  void lazy_compact_running();  // running_'s finished requests go, in order
+  // update_from_output's per-request body for one token of batch `out` (s: its entry, or null
+  // for an implicit decode of a member or departed member).
+  void apply_sampled_token(SchedulerOutput& out, ScheduledRequest* s, Request& r,
+                           bool& any_finished_running);
+  void lazy_settle(size_t running_index);
+  void lazy_depart(size_t running_index);
+  void lazy_predict(size_t running_index);
+  bool lazy_is_steady(const Request& r) const;
+  void lazy_after_update();
 };
 
 }  // namespace kvsim

@@ -1,0 +1,186 @@
+// Lazy steady decodes: the bookkeeping behind SchedulerConfig::lazy_steady_decodes
+// (scheduler.h). schedule_running() and update_from_output() call these.
+//
+// A member r was exact when it joined (or was last settled) and is implicitly in every batch
+// scheduled since its first implicit batch sb. Two lazy clocks move it: every completed
+// schedule() since sc added one decode token (num_computed, in flight, placeholders and its
+// table's held tokens + 1), every completed update of an implicit batch since su appended one
+// token (num_output + 1, in flight and placeholders - 1). lazy_settle() folds both into the
+// request. Between calls a member is always in the same phase: num_computed == num_tokens == x,
+// one placeholder, one token in flight. Its next event step j (from the next schedule on; step
+// j = schedule(S + j), then update(S - 1 + j)) is the first at which any of these could happen:
+//   last token    num_output + j + 1 >= max_tokens: the RUNNING loop skips it, the update
+//                 finishes it;
+//   length        x + j >= max_model_len - 2 (one step early);
+//   new block     x + j + 1 > table blocks * block_size;
+//   cached block  x + j >= (cached blocks + 1) * block_size (caching on: allocate_slots and the
+//                 update's cache_blocks cache it);
+//   hashed block  x + j + 1 >= next_block_hash_tokens (hashing on).
+// Without one, both halves of the step do exactly what the lazy clocks do. With one, the member
+// departs in that schedule() (settled; it runs the general code; its implicit token in the
+// pending batch goes to that batch's departed list) or, for an update-only event, is settled and
+// updated in place. The update that applies a member's or departed member's token re-predicts
+// it, or makes it a member again if it is in the steady phase (lazy_after_update).
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "kvsim/sim/sched/scheduler.h"
+
+namespace kvsim {
+
+void Scheduler::lazy_push_running(Request* r) {
+  running_.push_back(r);
+  if (!lazy_) return;
+  lz_next_sched_.push_back(INT64_MIN);
+  lz_next_update_.push_back(INT64_MAX);
+  LazyRunning l;
+  l.key = lz_next_key_++;
+  lz_.push_back(l);
+  lz_pos_[static_cast<size_t>(r->request_id)] = static_cast<int32_t>(running_.size() - 1);
+}
+
+void Scheduler::lazy_pop_running() {
+  const size_t back = running_.size() - 1;
+  if (lz_[back].member) lazy_depart(back);
+  lz_pos_[static_cast<size_t>(running_[back]->request_id)] = -1;
+  lz_next_sched_.pop_back();
+  lz_next_update_.pop_back();
+  lz_.pop_back();
+}
+
+void Scheduler::lazy_compact_running() {
+  size_t w = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Request* r = running_[i];
+    if (is_finished(r->status)) {
+      lz_pos_[static_cast<size_t>(r->request_id)] = -1;
+      continue;
+    }
+    running_[w] = r;
+    lz_next_sched_[w] = lz_next_sched_[i];
+    lz_next_update_[w] = lz_next_update_[i];
+    lz_[w] = lz_[i];
+    lz_pos_[static_cast<size_t>(r->request_id)] = static_cast<int32_t>(w);
+    ++w;
+  }
+  running_.resize(w);
+  lz_next_sched_.resize(w);
+  lz_next_update_.resize(w);
+  lz_.resize(w);
+}
+
+void Scheduler::lazy_settle(size_t i) {
+  LazyRunning& l = lz_[i];
+  Request& r = *running_[i];
+  const int64_t scheduled = lz_sched_done_ - l.sc;
+  if (scheduled > 0) {
+    const auto k = static_cast<int32_t>(scheduled);
+    r.num_computed_tokens += k;
+    r.num_in_flight_tokens += k;
+    r.num_output_placeholders += k;
+    kv_.settle_held_tokens(r.request_id, k);
+    UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
+    u.tokens += k;
+    u.end = r.num_computed_tokens;
+    l.sc = lz_sched_done_;
+  }
+  const int64_t updated = lz_upd_done_ - l.su;
+  if (updated > 0) {
+    const auto k = static_cast<int32_t>(updated);
+    r.num_output_tokens += k;
+    r.num_in_flight_tokens -= k;
+    r.num_output_placeholders -= k;
+    l.su = lz_upd_done_;
+    if (r.num_tokens() >= r.next_block_hash_tokens) {
+      throw std::logic_error(fmt::format(
+          "lazy decodes: request {} passed a block-hash boundary without an event ({} tokens)",
+          r.request_id, r.num_tokens()));
+    }
+  }
+}
+
+void Scheduler::settle_lazy_decodes() {
+  for (size_t i = 0; i < running_.size() && lazy_; ++i) {
+    if (lz_[i].member) lazy_settle(i);
+  }
+}
+
+void Scheduler::lazy_depart(size_t i) {
+  lazy_settle(i);
+  LazyRunning& l = lz_[i];
+  // Called inside schedule(S): the member was implicitly in batch S - 1, which is still pending
+  // unless it was updated already.
+  const int64_t prev = lz_sched_done_ - 1;
+  if (l.sb <= prev && lz_upd_done_ <= prev) {
+    lz_departed_[static_cast<size_t>(prev % 2)].push_back({l.key, running_[i]});
+  }
+  l.member = false;
+  lz_next_sched_[i] = INT64_MIN;
+  lz_next_update_[i] = INT64_MAX;
+  lz_sum_computed_ -= running_[i]->num_computed_tokens;
+  --lz_num_members_;
+}
+
+bool Scheduler::lazy_is_steady(const Request& r) const {
+  if (r.status != RequestStatus::RUNNING || r.num_output_tokens < 1 ||
+      r.num_computed_tokens != r.num_tokens() || r.num_output_placeholders != 1 ||
+      r.num_in_flight_tokens != 1) {
+    return false;
+  }
+  const std::optional<KVCacheManager::HeldBlocksView> held = kv_.held_blocks(r.request_id);
+  return held && held->held_tokens == r.num_computed_tokens &&
+         int64_t{held->num_blocks} * config_.block_size >= r.num_computed_tokens;
+}
+
+void Scheduler::lazy_predict(size_t i) {
+  const Request& r = *running_[i];
+  const KVCacheManager::HeldBlocksView held = kv_.held_blocks(r.request_id).value();
+  const int64_t x = r.num_computed_tokens;
+  const int64_t bs = config_.block_size;
+  int64_t j = int64_t{r.max_tokens} - 1 - r.num_output_tokens;
+  j = std::min(j, int64_t{config_.max_model_len} - 2 - x);
+  j = std::min(j, int64_t{held.num_blocks} * bs - x);
+  if (config_.enable_prefix_caching) j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
+  if (r.hash_block_size > 0) j = std::min(j, int64_t{r.next_block_hash_tokens} - 1 - x);
+  j = std::max<int64_t>(j, 0);
+  lz_next_sched_[i] = lz_sched_done_ + j;
+  lz_next_update_[i] = lz_sched_done_ - 1 + j;
+}
+
+void Scheduler::lazy_after_update() {
+  // Still inside update_from_output(batch): lz_upd_done_ is batch, the update completes now.
+  const int64_t done = first_pending_step_;
+  for (const int64_t id : lz_processed_) {
+    const int32_t pos = lz_pos_[static_cast<size_t>(id)];
+    if (pos < 0) continue;  // preempted meanwhile
+    const auto i = static_cast<size_t>(pos);
+    Request& r = *running_[i];
+    if (is_finished(r.status)) continue;
+    LazyRunning& l = lz_[i];
+    if (l.member) {
+      // Settled and updated by this update; exact again once the update completes.
+      if (l.su < done) l.su = done;
+      if (!lazy_is_steady(r)) {
+        throw std::logic_error(fmt::format(
+            "lazy decodes: member {} left the steady phase in an update", r.request_id));
+      }
+      lazy_predict(i);
+      continue;
+    }
+    if (!lazy_is_steady(r)) continue;
+    // Join: implicitly scheduled from the next schedule() on; the pending batch holds its
+    // entry, which the next update applies through the general code.
+    l.member = true;
+    l.sb = lz_sched_done_;
+    l.sc = lz_sched_done_;
+    l.su = lz_sched_done_;
+    lz_sum_computed_ += r.num_computed_tokens;
+    ++lz_num_members_;
+    lazy_predict(i);
+  }
+}
+
+}  // namespace kvsim
