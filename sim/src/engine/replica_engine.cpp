@@ -574,6 +574,7 @@ void ReplicaEngine::step_async() {
       work.sum_context_x_new += out.implicit_context_tokens;
       work.sum_new_squared += out.implicit_decodes;
       ahead_tokens += out.implicit_decodes;
+      ahead_blocks += out.implicit_new_blocks;
       work_ = work;
       sum.async_ahead_tokens += ahead_tokens;
       sum.async_ahead_blocks += ahead_blocks;

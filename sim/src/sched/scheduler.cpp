@@ -108,6 +108,7 @@ void SchedulerOutput::clear() {
   num_swap_fallbacks = 0;
   implicit_decodes = 0;
   implicit_context_tokens = 0;
+  implicit_new_blocks = 0;
   finished_in_update.clear();
   total_num_scheduled_tokens = 0;
   num_prefill_tokens = 0;
@@ -320,12 +321,21 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
   size_t i = 0;
   const int64_t batch = output_->step_index;
   int32_t implicit = 0;
+  int32_t event_decodes = 0;  // implicit decodes that held their tokens through allocate_slots
   while (i < running_.size() && token_budget > 0) {
     if (lazy_) {
       // A steady member without an event: one decode token, no entry, nothing touched.
       if (lz_next_sched_[i] > batch) {
         --token_budget;
         ++implicit;
+        ++i;
+        continue;
+      }
+      // A member's event that is still one decode (a new or cached block): it stays a member.
+      if (lz_[i].member && lazy_schedule_event(i)) {
+        --token_budget;
+        ++implicit;
+        ++event_decodes;
         ++i;
         continue;
       }
@@ -420,7 +430,7 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
     output_->implicit_decodes = implicit;
     output_->implicit_context_tokens = lz_sum_computed_;
     lz_sum_computed_ += implicit;
-    kv_.add_lazy_held_tokens(implicit);
+    kv_.add_lazy_held_tokens(implicit - event_decodes);
   }
   return preempted_any;
 }

@@ -124,6 +124,47 @@ void Scheduler::lazy_depart(size_t i) {
   --lz_num_members_;
 }
 
+bool Scheduler::lazy_skips(const Request& r) const {
+  // schedule_running's two reasons to pass over a running request, for a steady one (n = 1
+  // before the caps; the loop only runs while the budget is positive).
+  if (r.num_output_placeholders > 0 &&
+      int64_t{r.num_computed_tokens} + 2 - r.num_output_placeholders >=
+          int64_t{r.num_prompt_tokens} + r.max_tokens) {
+    return true;
+  }
+  return int64_t{config_.max_model_len} - r.num_computed_tokens - 1 <= 0;
+}
+
+bool Scheduler::lazy_schedule_event(size_t i) {
+  lazy_settle(i);
+  Request& r = *running_[i];
+  if (lazy_skips(r)) return false;
+  // schedule_running's body for n = 1 when the allocation succeeds (a failed one changes
+  // nothing; the general code then preempts).
+  if (!kv_.allocate_slots_in_held_blocks(r, 1, 0)) {
+    AllocateSlotsArgs args;
+    args.num_new_tokens = 1;
+    const std::optional<std::span<const BlockId>> blocks = kv_.allocate_slots(r, args);
+    if (!blocks) return false;
+    output_->new_block_ids.insert(output_->new_block_ids.end(), blocks->begin(), blocks->end());
+    output_->implicit_new_blocks += static_cast<int32_t>(blocks->size());
+  }
+  // _update_after_schedule, applied here (the lazy clock starts after this batch).
+  r.num_computed_tokens += 1;
+  r.num_in_flight_tokens += 1;
+  r.num_output_placeholders += 1;
+  LazyRunning& l = lz_[i];
+  l.sc = lz_sched_done_ + 1;
+  UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
+  u.tokens += 1;
+  u.end = r.num_computed_tokens;
+  // Mid-step now: predict again once the pending batch's update has run (that update, or the
+  // next one if none is pending, treats it as an update event).
+  lz_next_sched_[i] = lz_sched_done_ + 1;
+  lz_next_update_[i] = lz_sched_done_ - 1;
+  return true;
+}
+
 bool Scheduler::lazy_is_steady(const Request& r) const {
   if (r.status != RequestStatus::RUNNING || r.num_output_tokens < 1 ||
       r.num_computed_tokens != r.num_tokens() || r.num_output_placeholders != 1 ||

@@ -184,6 +184,7 @@ struct SchedulerOutput {
   // are counted in the totals above; each was scheduled with one placeholder.
   int32_t implicit_decodes = 0;
   int64_t implicit_context_tokens = 0;
+  int32_t implicit_new_blocks = 0;  // of new_block_ids, allocated for implicit decodes
   // Set by update_from_output: every request it stopped and freed, in processing order (the
   // batch's order), with the blocks it freed - entries and implicit decodes alike.
   struct Finished {
@@ -364,6 +365,11 @@ class Scheduler {
                            bool& any_finished_running);
   void lazy_settle(size_t running_index);
   void lazy_depart(size_t running_index);
+  // A member's schedule event that is one decode whose allocation succeeds: allocates (or
+  // caches) through the general code, counts it as implicit and returns true. False (nothing
+  // changed but the member settled): it must depart and run the general code.
+  bool lazy_schedule_event(size_t running_index);
+  bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
   void lazy_predict(size_t running_index);
   bool lazy_is_steady(const Request& r) const;
   void lazy_after_update();
