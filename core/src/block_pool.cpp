@@ -74,7 +74,7 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
 void BlockPool::maybe_evict_cached_block(BlockId b) {
   BlockState& s = state_[static_cast<size_t>(b)];
   if (s.dup_next == kUnhashed) return;
-  if (s.dup_next == kPrivate) {
+  if (s.dup_next <= kPrivate) {
     // Never in the map: nothing to erase.
   } else if (s.dup_next == b) {
     // The only block under its key (the common case): one store, no lookup.
@@ -169,10 +169,29 @@ void BlockPool::cache_private_blocks(std::span<const BlockId> blocks,
   }
 }
 
-void BlockPool::publish_private_blocks(std::span<const BlockId> blocks) {
-  for (BlockId b : blocks) {
+void BlockPool::cache_private_blocks(std::span<const BlockId> blocks) {
+  if (!enable_caching_) return;
+  for (const BlockId b : blocks) {
     BlockState& s = state_[static_cast<size_t>(b)];
-    if (s.dup_next != kPrivate) continue;
+    if (b == kNullBlockId || s.dup_next != kUnhashed) continue;
+    s.dup_next = kPrivateNoHash;
+    ++num_cached_blocks_;
+  }
+}
+
+void BlockPool::publish_private_blocks(std::span<const BlockId> blocks,
+                                       std::span<const BlockHash> hashes) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockId b = blocks[i];
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (s.dup_next > kPrivate) continue;
+    if (s.dup_next == kPrivateNoHash) {
+      if (i >= hashes.size()) {
+        throw std::logic_error(fmt::format(
+            "BlockPool::publish_private_blocks: block {} was cached without its hash", b));
+      }
+      hash_[static_cast<size_t>(b)] = hashes[i];
+    }
     // Registered now through the ordinary path (same chain order as eager caching: a key's
     // blocks are published in the order they were cached).
     s.dup_next = kUnhashed;
@@ -271,7 +290,8 @@ bool BlockPool::reset_prefix_cache() {
 }
 
 std::optional<BlockHash> BlockPool::block_hash(BlockId b) const {
-  if (!is_cached(b)) return std::nullopt;
+  if (!is_cached(b) || state_[static_cast<size_t>(b)].dup_next == kPrivateNoHash)
+    return std::nullopt;
   return hash_[static_cast<size_t>(b)];
 }
 

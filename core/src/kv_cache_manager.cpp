@@ -177,11 +177,10 @@ void KVCacheManager::cache_blocks_held(const Request& request, RequestBlocks& st
   // Most calls complete no block: decide that with a multiplication, not the division below.
   if (num_tokens < (start + 1) * config_.block_size) return;
   const int64_t full = num_tokens / config_.block_size;
-  if (static_cast<int64_t>(request.block_hashes.size()) < full ||
-      static_cast<int64_t>(st.blocks.size()) < full) {
+  if (request.num_block_hashes() < full || static_cast<int64_t>(st.blocks.size()) < full) {
     throw std::logic_error(
         fmt::format("cache_blocks: request {} has {} hashes and {} blocks, needs {}",
-                    request.request_id, request.block_hashes.size(), st.blocks.size(), full));
+                    request.request_id, request.num_block_hashes(), st.blocks.size(), full));
   }
   // Blocks [start, shared_end) go to the prefix map; [shared_end, full) are private when
   // deferring (see KVCacheManagerConfig::defer_private_block_hashes).
@@ -200,8 +199,18 @@ void KVCacheManager::cache_blocks_held(const Request& request, RequestBlocks& st
     block_pool_.cache_full_blocks(blocks, hashes);
   }
   if (full > shared_end) {
-    const auto [blocks, hashes] = range(shared_end, full);
-    block_pool_.cache_private_blocks(blocks, hashes);
+    // Private hashes the request has not computed (Request::num_deferred_block_hashes) are
+    // supplied when the blocks are published.
+    const int64_t known =
+        std::clamp<int64_t>(static_cast<int64_t>(request.block_hashes.size()), shared_end, full);
+    if (known > shared_end) {
+      const auto [blocks, hashes] = range(shared_end, known);
+      block_pool_.cache_private_blocks(blocks, hashes);
+    }
+    if (full > known) {
+      block_pool_.cache_private_blocks(
+          std::span<const BlockId>(st.blocks.data() + known, static_cast<size_t>(full - known)));
+    }
   }
   st.num_cached_block = static_cast<int32_t>(full);
 }
@@ -215,7 +224,13 @@ void KVCacheManager::free(const Request& request) {
   // A request freed before it finished (preempted) may look its own salted hashes up when it is
   // re-admitted: its private blocks enter the prefix map now, in table order (caching order).
   if (config_.defer_private_block_hashes && !is_finished(request.status)) {
-    block_pool_.publish_private_blocks(st.blocks);
+    if (request.num_deferred_block_hashes > 0) {
+      throw std::logic_error(fmt::format(
+          "KVCacheManager::free: request {} is freed unfinished with {} deferred block hashes "
+          "(materialize_block_hashes() first: its private blocks are published now)",
+          request.request_id, request.num_deferred_block_hashes));
+    }
+    block_pool_.publish_private_blocks(st.blocks, request.block_hashes);
   }
   free_scratch_.assign(st.blocks.rbegin(), st.blocks.rend());
   block_pool_.free_blocks(free_scratch_);

@@ -451,7 +451,10 @@ bool ReplicaEngine::after_update(const SchedulerOutput& out) {
 // mark to the last one's end.
 void ReplicaEngine::catch_up_record(size_t id) {
   const Scheduler::UnreportedTokens u = sched_.take_unreported_tokens(static_cast<int64_t>(id));
-  if (u.tokens == 0) return;
+  if (u.tokens > 0) add_unreported(id, u);
+}
+
+void ReplicaEngine::add_unreported(size_t id, const Scheduler::UnreportedTokens& u) {
   RequestRecord& rec = records_[id];
   rec.scheduled_tokens += u.tokens;
   rec.computed_high_water = std::max(rec.computed_high_water, u.end);
@@ -634,6 +637,11 @@ int32_t ReplicaEngine::cached_prefix_tokens(const Request& r) const {
 }
 
 void ReplicaEngine::finish() {
+  // A run stopped early (cluster SLO early stop) leaves requests in flight: their counters and
+  // records must show every token scheduled so far.
+  sched_.drain_unreported_tokens([this](int64_t id, const Scheduler::UnreportedTokens& u) {
+    add_unreported(static_cast<size_t>(id), u);
+  });
   ReplaySummary& sum = summary_;
   sum.sim_ns = t_;
   if (!null_backend_) {

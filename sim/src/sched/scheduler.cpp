@@ -186,7 +186,9 @@ void Scheduler::add_request(Request* r) {
   by_id_[id] = r;
   if (lazy_) lz_unreported_[id] = {};
   if (config_.enable_prefix_caching && r->hash_block_size == 0) {
-    r->enable_block_hashing(config_.block_size);
+    // Private hashes are deferred where private blocks stay out of the prefix map.
+    r->enable_block_hashing(config_.block_size,
+                            config_.defer_private_block_hashes && kv_.coordinator() == nullptr);
   }
   waiting_.add(r);
 }
@@ -301,6 +303,8 @@ void Scheduler::preempt(Request* victim) {
   // The swap-out entries are emitted before the blocks are freed: they run before this step's
   // writes, so a freed block reused by a later allocation of this step is copied out first.
   const bool swapped = !abort && try_swap_out(*victim);
+  // Its private blocks are published now (and it may look its own hashes up when re-admitted).
+  victim->materialize_block_hashes();
   kv_.free(*victim);
   victim->status = RequestStatus::PREEMPTED;
   if (!swapped) victim->num_computed_tokens = 0;
@@ -456,6 +460,10 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     for (auto& g : hits.group_blocks) g.clear();
     hits.num_computed_tokens = 0;
     int32_t computed = req->num_computed_tokens;
+    // A request preempted before may hit its own published private blocks: its lookup needs
+    // every hash. (A request never preempted cached none of them, so its lookup stops at the
+    // first private block either way.)
+    if (req->num_preemptions > 0) req->materialize_block_hashes();
     if (computed == 0 && config_.enable_prefix_caching) {
       kv_.get_computed_blocks(*req, hits);
       computed = hits.num_computed_tokens;

@@ -83,10 +83,16 @@ class BlockPool {
   // salted with a request-unique salt and the owner publishes them before it could look them
   // up. Skips the null block and blocks already hashed, as cache_full_blocks does.
   void cache_private_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes);
+  // The same before the hashes are known (Request::num_deferred_block_hashes): block_hash()
+  // is nullopt for such a block until it is published with its hash.
+  void cache_private_blocks(std::span<const BlockId> blocks);
   // Enters the private blocks among `blocks` in the prefix map, in the given order (as
   // cache_full_blocks would have, had they been registered then); other blocks are left alone.
-  void publish_private_blocks(std::span<const BlockId> blocks);
-  bool is_private(BlockId b) const { return state_[static_cast<size_t>(b)].dup_next == kPrivate; }
+  // `hashes[i]` is blocks[i]'s hash; it is required (i < hashes.size()) for a block cached
+  // without one, else std::logic_error.
+  void publish_private_blocks(std::span<const BlockId> blocks,
+                              std::span<const BlockHash> hashes = {});
+  bool is_private(BlockId b) const { return state_[static_cast<size_t>(b)].dup_next <= kPrivate; }
 
   // For each block in order: unlink it from the free queue if its ref_cnt was 0 (not null),
   // then ref_cnt += 1.
@@ -115,6 +121,7 @@ class BlockPool {
  private:
   static constexpr int32_t kUnhashed = -1;  // dup_next of a block without a hash
   static constexpr int32_t kPrivate = -2;   // dup_next of a private block (hashed, not in the map)
+  static constexpr int32_t kPrivateNoHash = -3;  // a private block whose hash is not stored yet
   // The hot per-block fields together: allocation and free touch one 12-byte record per block.
   struct BlockState {
     int32_t ref_cnt = 0;

@@ -9,8 +9,11 @@
 //     step the scheduler may have scheduled tokens beyond num_tokens() only for the sampled token
 //     of a finished prefill; in async mode a decode is scheduled at the position of its
 //     still-unsampled token).
-//   * block_hashes.size() == num_tokens() / hash_block_size when hashing is enabled, else 0;
-//     next_block_hash_tokens == (block_hashes.size() + 1) * hash_block_size when enabled.
+//   * num_block_hashes() == block_hashes.size() + num_deferred_block_hashes ==
+//     num_tokens() / hash_block_size when hashing is enabled, else 0;
+//     next_block_hash_tokens == (num_block_hashes() + 1) * hash_block_size when enabled.
+//   * num_deferred_block_hashes > 0 only with defer_private_block_hashes, and then every
+//     deferred block is private (index >= first_private_block_hash).
 #pragma once
 
 #include <climits>
@@ -83,6 +86,13 @@ struct Request {
   // preempted (BlockPool's private blocks), which no lookup can tell apart from vLLM's eager
   // caching. Kept by update_block_hashes().
   int32_t first_private_block_hash = INT32_MAX;
+  // Private hashes not computed yet (only with defer_private_block_hashes): the hashes of blocks
+  // block_hashes.size() .. num_block_hashes() - 1, all salted. Nothing can look them up before
+  // the request is preempted (KVCacheManager keeps private blocks out of the prefix map until
+  // then), so they are computed only when needed: materialize_block_hashes() (the scheduler
+  // calls it before a preemption publishes them, and before a preempted request's lookup).
+  int32_t num_deferred_block_hashes = 0;
+  bool defer_private_block_hashes = false;
   // The request's run-wide identity (a replay: its trace index), unique over the run; -1 means
   // request_id is (no slot is ever reused). The priority queue breaks ties on it, so that
   // reusing slots cannot reorder requests of equal priority and arrival (vLLM compares request
@@ -90,10 +100,17 @@ struct Request {
   int64_t external_id = -1;
 
   int32_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
+  // Full blocks hashed (computed or deferred).
+  int32_t num_block_hashes() const {
+    return static_cast<int32_t>(block_hashes.size()) + num_deferred_block_hashes;
+  }
   int64_t id_for_ordering() const { return external_id >= 0 ? external_id : request_id; }
 
-  // Enables hashing with the given block size and hashes the prompt's full blocks.
-  void enable_block_hashing(int32_t block_size);
+  // Enables hashing with the given block size and hashes the prompt's full blocks; with
+  // `defer_private`, private hashes are deferred (num_deferred_block_hashes).
+  void enable_block_hashing(int32_t block_size, bool defer_private = false);
+  // Computes every deferred hash (block_hashes then holds all num_block_hashes()).
+  void materialize_block_hashes();
   // Appends n generated tokens and hashes any blocks they complete
   // (vLLM: append_output_token_ids -> update_block_hashes). Inline: every decode step of every
   // request calls it, and only one in hash_block_size calls completes a block.
@@ -101,13 +118,16 @@ struct Request {
     num_output_tokens += n;
     if (num_tokens() >= next_block_hash_tokens) update_block_hashes();
   }
-  // Hashes every full block not hashed yet (from block_hashes.size() on) and sets
+  // Hashes (or defers) every full block not hashed yet (from num_block_hashes() on) and sets
   // next_block_hash_tokens.
   void update_block_hashes();
   // Frees the hash list's memory once the request is finished or rejected (its hashes are never
   // read again). `block_hashes = {}` would not: that is the initializer-list assignment, which
   // keeps the capacity, so every finished request kept its list until the replay ended.
-  void release_block_hashes() { std::vector<BlockHash>().swap(block_hashes); }
+  void release_block_hashes() {
+    std::vector<BlockHash>().swap(block_hashes);
+    num_deferred_block_hashes = 0;
+  }
 };
 
 }  // namespace kvsim

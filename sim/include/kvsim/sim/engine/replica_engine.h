@@ -145,6 +145,7 @@ class ReplicaEngine {
   void finish_record(size_t id);                  // a request that stopped: record, latency
   void log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns);
   void catch_up_record(size_t id);  // the scheduler's unreported implicit decodes of a request
+  void add_unreported(size_t id, const Scheduler::UnreportedTokens& u);
   int64_t account_swaps(const SchedulerOutput& out);  // returns the transfer time (ns)
   void execute_batch(const SchedulerOutput& out);
   [[noreturn]] void livelock(int64_t steps) const;

@@ -293,6 +293,18 @@ class Scheduler {
     return u;
   }
   int64_t num_lazy_members() const { return lz_num_members_; }
+  // Settles every member and hands each request's unreported tokens to f(request_id, tokens)
+  // (a replay that stops with requests still in flight).
+  template <class F>
+  void drain_unreported_tokens(F&& f) {
+    if (!lazy_) return;
+    settle_lazy_decodes();
+    for (size_t id = 0; id < lz_unreported_.size(); ++id) {
+      if (lz_unreported_[id].tokens == 0) continue;
+      f(static_cast<int64_t>(id), lz_unreported_[id]);
+      lz_unreported_[id].tokens = 0;
+    }
+  }
 
  private:
   // Blocks a sequence of `tokens` tokens (lookahead included by the caller) holds at once:
