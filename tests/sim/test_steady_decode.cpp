@@ -111,6 +111,8 @@ TEST(SteadyDecode, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
     c.scheduler.enable_prefix_caching = pick(0, 3) != 0;
     c.scheduler.policy = seed % 4 == 3 ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
     c.scheduler.long_prefill_token_threshold = pick(0, 3) == 0 ? 8 : 0;
+    // Deferred private hashes (the default) or every hash eager.
+    c.scheduler.defer_private_block_hashes = pick(0, 2) != 0;
     const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
     const Outputs general = replay(trace, c, false, fixed);
     const Outputs steady = replay(trace, c, true, fixed);
@@ -254,6 +256,7 @@ TEST(SteadyDecode, SchedulerStepsAndStateAreTheGeneralPaths) {
           c.max_num_batched_tokens = 32;
           c.max_num_seqs = 8;
           c.enable_prefix_caching = caching;
+          c.defer_private_block_hashes = every != 3;
           const SchedulerRun general = drive(c, false, 30, every);
           const SchedulerRun lazy = drive(c, true, 30, every);
           const std::string what = fmt::format("caching {} bs {} blocks/seq {} every {}", caching,

@@ -14,8 +14,10 @@
 //   length        x + j >= max_model_len - 2 (one step early);
 //   new block     x + j + 1 > table blocks * block_size;
 //   cached block  x + j >= (cached blocks + 1) * block_size (caching on: allocate_slots and the
-//                 update's cache_blocks cache it);
-//   hashed block  x + j + 1 >= next_block_hash_tokens (hashing on).
+//                 update's cache_blocks cache it).
+// Hash boundaries are not events: settling hashes (or, deferring, counts) the blocks the folded
+// tokens completed, and every reader of those hashes - the member's cache events, a
+// preemption - settles it first.
 // Without one, both halves of the step do exactly what the lazy clocks do. With one, the member
 // departs in that schedule() (settled; it runs the general code; its implicit token in the
 // pending batch goes to that batch's departed list) or, for an update-only event, is settled and
@@ -94,11 +96,11 @@ void Scheduler::lazy_settle(size_t i) {
     r.num_in_flight_tokens -= k;
     r.num_output_placeholders -= k;
     l.su = lz_upd_done_;
-    if (r.num_tokens() >= r.next_block_hash_tokens) {
-      throw std::logic_error(fmt::format(
-          "lazy decodes: request {} passed a block-hash boundary without an event ({} tokens)",
-          r.request_id, r.num_tokens()));
-    }
+    // Hash boundaries need no event: the blocks decodes complete are private, nothing reads
+    // their hashes before this request's next cache event or preemption, and both settle it
+    // first. Hashing them now gives the chain appending one token at a time would have (or,
+    // deferring, just counts them).
+    if (r.num_tokens() >= r.next_block_hash_tokens) r.update_block_hashes();
   }
 }
 
@@ -158,10 +160,12 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
   u.tokens += 1;
   u.end = r.num_computed_tokens;
-  // Mid-step now: predict again once the pending batch's update has run (that update, or the
-  // next one if none is pending, treats it as an update event).
-  lz_next_sched_[i] = lz_sched_done_ + 1;
-  lz_next_update_[i] = lz_sched_done_ - 1;
+  // Predict from the state after the pending batch's update (num_tokens + 1, one token in
+  // flight): that update has nothing to do for it (allocate_slots cached its blocks up to
+  // num_tokens, and its last token cannot come there, or the RUNNING loop would have skipped
+  // it).
+  lazy_predict_from(i, int64_t{r.num_tokens()} + 1, int64_t{r.num_output_tokens} + 1,
+                    lz_sched_done_ + 1);
   return true;
 }
 
@@ -178,17 +182,20 @@ bool Scheduler::lazy_is_steady(const Request& r) const {
 
 void Scheduler::lazy_predict(size_t i) {
   const Request& r = *running_[i];
+  lazy_predict_from(i, r.num_computed_tokens, r.num_output_tokens, lz_sched_done_);
+}
+
+void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64_t next_schedule) {
+  const Request& r = *running_[i];
   const KVCacheManager::HeldBlocksView held = kv_.held_blocks(r.request_id).value();
-  const int64_t x = r.num_computed_tokens;
   const int64_t bs = config_.block_size;
-  int64_t j = int64_t{r.max_tokens} - 1 - r.num_output_tokens;
+  int64_t j = int64_t{r.max_tokens} - 1 - num_output;
   j = std::min(j, int64_t{config_.max_model_len} - 2 - x);
   j = std::min(j, int64_t{held.num_blocks} * bs - x);
   if (config_.enable_prefix_caching) j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
-  if (r.hash_block_size > 0) j = std::min(j, int64_t{r.next_block_hash_tokens} - 1 - x);
   j = std::max<int64_t>(j, 0);
-  lz_next_sched_[i] = lz_sched_done_ + j;
-  lz_next_update_[i] = lz_sched_done_ - 1 + j;
+  lz_next_sched_[i] = next_schedule + j;
+  lz_next_update_[i] = next_schedule - 1 + j;
 }
 
 void Scheduler::lazy_after_update() {

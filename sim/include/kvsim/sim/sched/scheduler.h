@@ -264,12 +264,12 @@ class Scheduler {
   // update_from_output() applies its token without touching it, through two lazy clocks
   // (schedules and updates completed since it was last exact). A member runs the general code
   // again - in its exact place in running order, settled (made exact) first - at its next
-  // *event*, predicted conservatively from its exact state: its allocation, cached or hashed
-  // block, last token or max_model_len, and whenever the general code must see it (a token
-  // budget that runs out before it, a preemption). Members leave at a schedule-side event and
-  // join again at the end of the update that finds them steady (one token in flight,
-  // num_computed == num_tokens). An early event costs time, never exactness; a missed one cannot
-  // happen silently (settling throws std::logic_error if a hash boundary was skipped).
+  // *event*, predicted conservatively from its exact state: its allocation or cached block, its
+  // last token or max_model_len, and whenever the general code must see it (a token budget that
+  // runs out before it, a preemption). A new or cached block keeps it a member; the other
+  // events make it leave, and it joins again at the end of the update that finds it steady (one
+  // token in flight, num_computed == num_tokens). Block hashes are brought up to date whenever
+  // it is settled. An early event costs time, never exactness.
   // Between calls the pool, the tables, block hashes, totals (padding_tokens(), usage()) and
   // step counters are exact; a member's Request counters and its table's held tokens lag until
   // settle_lazy_decodes(). Tokens scheduled implicitly are reported per request through
@@ -383,6 +383,10 @@ class Scheduler {
   bool lazy_schedule_event(size_t running_index);
   bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
   void lazy_predict(size_t running_index);
+  // From a state given as the canonical one before schedule `next_schedule`: computed ==
+  // tokens == x, num_output, the table as it is now.
+  void lazy_predict_from(size_t running_index, int64_t x, int64_t num_output,
+                         int64_t next_schedule);
   bool lazy_is_steady(const Request& r) const;
   void lazy_after_update();
 };
