@@ -582,6 +582,12 @@ void Scheduler::apply_sampled_token(SchedulerOutput& out, ScheduledRequest* s, R
   by_id_[static_cast<size_t>(r.request_id)] = nullptr;
   if (before == RequestStatus::RUNNING) {
     any_finished_running = true;
+    if (lazy_) {
+      // Compaction reads the flags, not every running request's status.
+      const auto pos = static_cast<size_t>(lz_pos_[static_cast<size_t>(r.request_id)]);
+      lz_[pos].finished = true;
+      lz_first_finished_ = std::min(lz_first_finished_, pos);
+    }
   } else {
     // Async only: preempted while its last token was in flight (vLLM stopped_preempted_reqs).
     waiting_.remove(&r);

@@ -54,10 +54,11 @@ void Scheduler::lazy_pop_running() {
 }
 
 void Scheduler::lazy_compact_running() {
-  size_t w = 0;
-  for (size_t i = 0; i < running_.size(); ++i) {
+  // Everything before the first finished request stays where it is.
+  size_t w = std::min(lz_first_finished_, running_.size());
+  for (size_t i = w; i < running_.size(); ++i) {
     Request* r = running_[i];
-    if (is_finished(r->status)) {
+    if (lz_[i].finished) {
       lz_pos_[static_cast<size_t>(r->request_id)] = -1;
       continue;
     }
@@ -68,6 +69,7 @@ void Scheduler::lazy_compact_running() {
     lz_pos_[static_cast<size_t>(r->request_id)] = static_cast<int32_t>(w);
     ++w;
   }
+  lz_first_finished_ = SIZE_MAX;
   running_.resize(w);
   lz_next_sched_.resize(w);
   lz_next_update_.resize(w);

@@ -49,6 +49,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -341,6 +342,7 @@ class Scheduler {
     int64_t su = 0;   // updates of batches before this index are folded
     int64_t sb = 0;   // its first implicitly scheduled batch
     bool member = false;
+    bool finished = false;  // stopped by the update in progress (compacted out at its end)
   };
   struct LazyDeparted {  // a former member implicitly in a pending batch
     int64_t key = 0;
@@ -352,6 +354,7 @@ class Scheduler {
   int64_t lz_next_key_ = 0;
   int64_t lz_sum_computed_ = 0;  // Σ exact num_computed_tokens over members
   int64_t lz_num_members_ = 0;
+  size_t lz_first_finished_ = SIZE_MAX;  // lowest running index the current update finished
   // A member's next schedule event (a batch index); INT64_MIN for a non-member, so the RUNNING
   // loop's one test sends it down the general path.
   std::vector<int64_t> lz_next_sched_;
