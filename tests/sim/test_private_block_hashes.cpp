@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include <fmt/core.h>
@@ -18,8 +17,8 @@
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/metrics/report.h"
 #include "random_trace.h"
+#include "replay_texts.h"
 
 namespace kvsim {
 namespace {
@@ -56,16 +55,10 @@ Outputs replay(const Trace& trace, ReplayConfig config, bool defer) {
   Outputs out;
   out.preemptions = r.summary.preemptions;
   out.batches = std::move(backend.log);
-  std::ostringstream tl;
-  write_timeline_csv(tl, r.timeline);
-  out.timeline = tl.str();
-  std::ostringstream rq;
-  write_requests_csv(rq, r.requests);
-  out.requests = rq.str();
-  ReplaySummary s = r.summary;
-  s.wall_seconds = 0;  // the only field that may differ
-  ReportContext ctx;
-  out.summary = replay_summary_json(s, ctx).dump();
+  const test::ReplayTexts texts = test::replay_texts(r);
+  out.timeline = texts.timeline;
+  out.requests = texts.requests;
+  out.summary = texts.summary;
   return out;
 }
 

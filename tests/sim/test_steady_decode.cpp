@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,8 +20,8 @@
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/metrics/report.h"
 #include "kvsim/sim/sched/scheduler.h"
+#include "replay_texts.h"
 
 namespace kvsim {
 namespace {
@@ -62,10 +61,7 @@ Trace steady_trace(std::mt19937_64& rng, int32_t max_model_len) {
   return t;
 }
 
-struct Outputs {
-  std::string timeline;
-  std::string requests;
-  std::string summary;
+struct Outputs : test::ReplayTexts {
   int64_t steady_steps = 0;
   int64_t preemptions = 0;
 };
@@ -75,18 +71,8 @@ Outputs replay(const Trace& trace, ReplayConfig config, bool steady, const StepT
   NullKvBackend null;
   const ReplayResult r = run_replay(config, trace, null, step);
   Outputs out;
-  std::ostringstream tl;
-  write_timeline_csv(tl, r.timeline);
-  out.timeline = tl.str();
-  std::ostringstream rq;
-  write_requests_csv(rq, r.requests);
-  out.requests = rq.str();
-  ReplaySummary s = r.summary;
-  s.wall_seconds = 0;  // the only fields that may differ
-  out.steady_steps = s.steady_decode_steps;
-  s.steady_decode_steps = 0;
-  ReportContext ctx;
-  out.summary = replay_summary_json(s, ctx).dump();
+  static_cast<test::ReplayTexts&>(out) = test::replay_texts(r);
+  out.steady_steps = r.summary.steady_decode_steps;  // not in the JSON
   out.preemptions = r.summary.preemptions;
   return out;
 }
