@@ -4,9 +4,9 @@
 // roomy to preempting, prompts near max_model_len, prefix caching on and off, FCFS and
 // priority, arrival gaps from bursts to idle - with the mode on and off and require the same
 // timeline and request CSVs and the same JSON summary (evictions, prefix-cache counters,
-// latency percentiles, async counters). They also drive the Scheduler directly: after any
-// number of steady steps, end_steady_decode() leaves requests, tables and the pending batch
-// exactly as the general path would have.
+// latency percentiles, async counters). They also drive the Scheduler directly and compare
+// every step with the general path's: what schedule() and update_from_output() report, and,
+// after settle_lazy_decodes(), every request's counters and table and the pool.
 #include <gtest/gtest.h>
 
 #include <cstdint>

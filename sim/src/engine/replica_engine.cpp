@@ -287,11 +287,7 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   sum.scheduled_tokens += out.total_num_scheduled_tokens;
   sum.prefill_tokens += out.num_prefill_tokens;
   sum.decode_tokens += out.num_decode_tokens;
-  account_step_state();
-}
 
-void ReplicaEngine::account_step_state() {
-  ReplaySummary& sum = summary_;
   const auto running = static_cast<int32_t>(sched_.num_running());
   if (static_cast<size_t>(running) >= sum.running_histogram.size()) {
     sum.running_histogram.resize(static_cast<size_t>(running) + 1, 0);

@@ -139,8 +139,6 @@ class ReplicaEngine {
   void advance_clock(int64_t dt);
   int64_t batch_end(int64_t start, int64_t dt);
   void on_step(const SchedulerOutput& out, int64_t start_ns);
-  // on_step's per-step part (running histogram, padding, usage), after the schedule half.
-  void account_step_state();
   bool after_update(const SchedulerOutput& out);  // true when a request finished
   void finish_record(size_t id);                  // a request that stopped: record, latency
   void log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns);
