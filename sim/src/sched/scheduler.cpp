@@ -360,11 +360,7 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
       __builtin_prefetch(next);
       kv_.prefetch_request_state(next->request_id);
     }
-    // Async: the tokens in flight already reach max_tokens, so another step would be wasted
-    // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens).
-    if (req->num_output_placeholders > 0 &&
-        int64_t{req->num_computed_tokens} + 2 - req->num_output_placeholders >=
-            int64_t{req->num_prompt_tokens} + req->max_tokens) {
+    if (in_flight_reaches_max_tokens(*req)) {
       ++i;
       continue;
     }

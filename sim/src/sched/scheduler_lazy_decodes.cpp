@@ -131,11 +131,7 @@ void Scheduler::lazy_depart(size_t i) {
 bool Scheduler::lazy_skips(const Request& r) const {
   // schedule_running's two reasons to pass over a running request, for a steady one (n = 1
   // before the caps; the loop only runs while the budget is positive).
-  if (r.num_output_placeholders > 0 &&
-      int64_t{r.num_computed_tokens} + 2 - r.num_output_placeholders >=
-          int64_t{r.num_prompt_tokens} + r.max_tokens) {
-    return true;
-  }
+  if (in_flight_reaches_max_tokens(r)) return true;
   return int64_t{config_.max_model_len} - r.num_computed_tokens - 1 <= 0;
 }
 

@@ -385,6 +385,13 @@ class Scheduler {
   // changed but the member settled): it must depart and run the general code.
   bool lazy_schedule_event(size_t running_index);
   bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
+  // Async: the tokens in flight already reach max_tokens, so another step would be wasted
+  // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
+  static bool in_flight_reaches_max_tokens(const Request& r) {
+    return r.num_output_placeholders > 0 &&
+           int64_t{r.num_computed_tokens} + 2 - r.num_output_placeholders >=
+               int64_t{r.num_prompt_tokens} + r.max_tokens;
+  }
   void lazy_predict(size_t running_index);
   // From a state given as the canonical one before schedule `next_schedule`: computed ==
   // tokens == x, num_output, the table as it is now.
