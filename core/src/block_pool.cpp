@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <stdexcept>
 
 namespace kvsim {
@@ -37,9 +39,9 @@ BlockPool::BlockPool(int32_t num_gpu_blocks, bool enable_caching)
       free_block_queue_(validated_num_gpu_blocks(num_gpu_blocks)),
       state_(static_cast<size_t>(num_gpu_blocks)),
       hash_(static_cast<size_t>(num_gpu_blocks)) {
-  // The head of the fresh queue is block 0: it becomes the null block.
+  // The head of the fresh queue is block 0: it becomes the null block, with vLLM's count 0.
   const BlockId null_block = free_block_queue_.popleft();
-  (void)null_block;
+  state_[static_cast<size_t>(null_block)].extra_refs = -1;
 }
 
 double BlockPool::get_usage() const {
@@ -53,22 +55,20 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
     throw std::logic_error(fmt::format("BlockPool::get_new_blocks({}): only {} free blocks", n,
                                        get_num_free_blocks()));
   }
-  // One pass over the popped ids: each is written to `out` and its state set while in a
-  // register (reading `out` back would load what the copy just stored).
+  // A free block's extra_refs is 0 (I1), which is what count 1 stores: nothing to write per
+  // block. Only a hashed block needs work (its lazy eviction), so with no hashed block anywhere
+  // the allocation is a copy of ids out of the queue.
+  if (num_cached_blocks_ == 0) {
+    free_block_queue_.popleft_n(n, out);
+    return;
+  }
   const size_t first = out.size();
   out.resize(first + static_cast<size_t>(n));
   BlockId* const dst = out.data() + first;
-  BlockState* const state = state_.data();
-  if (enable_caching_) {
-    free_block_queue_.popleft_n(n, dst, [this, state](BlockId b) {
-      BlockState& s = state[static_cast<size_t>(b)];
-      if (s.dup_next != kUnhashed) maybe_evict_cached_block(b);
-      s.ref_cnt = 1;
-    });
-  } else {
-    free_block_queue_.popleft_n(n, dst,
-                                [state](BlockId b) { state[static_cast<size_t>(b)].ref_cnt = 1; });
-  }
+  const BlockState* const state = state_.data();
+  free_block_queue_.popleft_n(n, dst, [this, state](BlockId b) {
+    if (state[static_cast<size_t>(b)].dup_next != kUnhashed) maybe_evict_cached_block(b);
+  });
 }
 
 void BlockPool::maybe_evict_cached_block(BlockId b) {
@@ -204,47 +204,50 @@ void BlockPool::publish_private_blocks(std::span<const BlockId> blocks,
 void BlockPool::touch(std::span<const BlockId> blocks) {
   for (BlockId b : blocks) {
     BlockState& s = state_[static_cast<size_t>(b)];
-    if (s.ref_cnt == 0 && b != kNullBlockId) free_block_queue_.remove(b);
-    ++s.ref_cnt;
+    if (b == kNullBlockId) {
+      ++s.extra_refs;
+    } else if (free_block_queue_.contains(b)) {
+      free_block_queue_.remove(b);  // count 0 -> 1: extra_refs stays 0
+    } else {
+      num_shared_blocks_ += s.extra_refs++ == 0 ? 1 : 0;
+    }
   }
 }
 
 // Inlined into free_blocks: a second call level is a measurable part of a one-block free.
-template <bool kCheckHash>
+template <bool kCheckState>
 [[gnu::always_inline]] inline bool BlockPool::free_blocks_if_all_unhashed(
     std::span<const BlockId> ordered_blocks) {
-  BlockState* const state = state_.data();
-  // The queue's contract: a block for which the predicate holds just dropped from 1 to 0, so it
-  // was in use (I1), not free.
-  const bool pushed =
-      free_block_queue_.prepend_n_unchecked_if_all(ordered_blocks, [state](BlockId b) {
-        BlockState& s = state[static_cast<size_t>(b)];
-        const bool reached_zero = --s.ref_cnt == 0;
-        if constexpr (kCheckHash) {
-          return reached_zero & (b != kNullBlockId) & (s.dup_next == kUnhashed);
-        } else {
-          return reached_zero & (b != kNullBlockId);
-        }
-      });
-  if (pushed) [[likely]]
-    return true;
-  // Shared blocks, hashed blocks, the null block or a caller bug: undo the decrements (nothing
-  // else was changed) for the general loop, whose per-block order of decrements and error is
-  // the reference.
-  for (const BlockId b : ordered_blocks) ++state[static_cast<size_t>(b)].ref_cnt;
-  return false;
+  const BlockState* const state = state_.data();
+  // The queue refuses a block that is already free or listed twice (a double free, left to the
+  // general path's error); the predicate refuses the null block, a shared block (its count
+  // stays above 0) and a hashed one (it is appended, not prepended). Nothing is written on
+  // refusal, so there is nothing to undo.
+  return free_block_queue_.prepend_n_if_all(ordered_blocks, [state](BlockId b) {
+    if constexpr (kCheckState) {
+      // extra_refs == 0 and dup_next == kUnhashed: the two adjacent fields in one load.
+      static_assert(offsetof(BlockState, dup_next) == offsetof(BlockState, extra_refs) + 4);
+      uint64_t both;
+      std::memcpy(&both, &state[static_cast<size_t>(b)].extra_refs, sizeof both);
+      constexpr uint64_t kWant = static_cast<uint64_t>(static_cast<uint32_t>(kUnhashed)) << 32;
+      return (b != kNullBlockId) & (both == kWant);
+    } else {
+      return b != kNullBlockId;
+    }
+  });
 }
 
 void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
   if (ordered_blocks.empty()) return;
   // The common case: every listed block drops from 1 to 0, none is the null block and none is
-  // hashed (always so with caching off, I4). Then no block is listed twice (a second listing
-  // would drop it below 0), nothing is appended, and the list itself, in order, is what goes to
-  // the head: one pass that decrements, writes the ring entry and the queue position, with no
-  // scratch list and no second pass. With caching on it is tried only when the last listed
-  // block is unhashed: a finished request lists its table in reverse, so a hashed last block
-  // (its first, full block) says the general path is needed, without paying for a failed try.
-  if (!enable_caching_) {
+  // hashed. Then nothing is appended and the list itself, in order, goes to the head: one pass
+  // that writes the ring entries and queue positions, with no scratch list and no second pass.
+  // With no shared block and no hashed block in the pool (caching off without prefix sharing,
+  // or caching on before anything is cached) the pass reads no per-block state at all.
+  // Otherwise it is tried only when the last listed block is unhashed: a finished request lists
+  // its table in reverse, so a hashed last block (its first, full block) says the general path
+  // is needed, without paying for a failed try.
+  if (num_shared_blocks_ == 0 && num_cached_blocks_ == 0) {
     if (free_blocks_if_all_unhashed<false>(ordered_blocks)) [[likely]]
       return;
   } else if (!is_cached(ordered_blocks.back())) {
@@ -254,31 +257,49 @@ void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
 }
 
 void BlockPool::free_blocks_general(std::span<const BlockId> ordered_blocks) {
-  // Blocks reaching ref 0 were in use, hence not free (I1), and a request lists a block once:
-  // the queue's unchecked pushes apply; check_invariants() would catch a violation.
+  // A block reaching count 0 was allocated, hence not free (I1), and is listed for the queue
+  // once (a second listing in this call finds it marked): the queue's unchecked pushes apply.
   scratch_reuse_first_.resize(ordered_blocks.size());
   BlockId* reuse_first = scratch_reuse_first_.data();
   size_t num_reuse_first = 0;
   scratch_evict_last_.resize(ordered_blocks.size());
   BlockId* evict_last = scratch_evict_last_.data();
   size_t num_evict_last = 0;
+  // A double free leaves the pool as if the call stopped before the offending block: blocks
+  // already queued by this call are pushed, then the error is raised.
+  auto push_queued = [&] {
+    for (size_t i = 0; i < num_reuse_first; ++i) {
+      state_[static_cast<size_t>(reuse_first[i])].extra_refs = 0;
+    }
+    for (size_t i = 0; i < num_evict_last; ++i) {
+      state_[static_cast<size_t>(evict_last[i])].extra_refs = 0;
+    }
+    free_block_queue_.prepend_n_unchecked(std::span(reuse_first, num_reuse_first));
+    free_block_queue_.append_n_unchecked(std::span(evict_last, num_evict_last));
+  };
   for (BlockId b : ordered_blocks) {
     BlockState& s = state_[static_cast<size_t>(b)];
-    const int32_t rc = --s.ref_cnt;
-    if (b == kNullBlockId) continue;
+    if (b == kNullBlockId) {
+      --s.extra_refs;  // vLLM lets the null block's count go anywhere; it is never queued
+      continue;
+    }
+    if (s.extra_refs > 0) {
+      num_shared_blocks_ -= --s.extra_refs == 0 ? 1 : 0;
+      continue;
+    }
+    if (s.extra_refs == kQueuedThisCall || free_block_queue_.contains(b)) [[unlikely]] {
+      push_queued();
+      throw_freed_too_often(b);
+    }
+    s.extra_refs = kQueuedThisCall;
     // Branch-free split: both lists get the id, only the right one keeps it.
-    const bool to_queue = rc == 0;
     const bool hashed = s.dup_next != kUnhashed;
     reuse_first[num_reuse_first] = b;
     evict_last[num_evict_last] = b;
-    num_reuse_first += (to_queue && !hashed) ? 1 : 0;
-    num_evict_last += (to_queue && hashed) ? 1 : 0;
-    if (rc < 0) [[unlikely]] {
-      throw_freed_too_often(b);
-    }
+    num_reuse_first += hashed ? 0 : 1;
+    num_evict_last += hashed ? 1 : 0;
   }
-  free_block_queue_.prepend_n_unchecked(std::span(reuse_first, num_reuse_first));
-  free_block_queue_.append_n_unchecked(std::span(evict_last, num_evict_last));
+  push_queued();
 }
 
 bool BlockPool::reset_prefix_cache() {
@@ -301,23 +322,27 @@ void BlockPool::check_invariants() const {
     throw std::logic_error("I1: the null block is in the free queue");
   }
   int32_t used = 0;
+  int32_t shared = 0;
   for (BlockId b = 1; b < num_gpu_blocks_; ++b) {
-    const int32_t rc = ref_cnt(b);
+    const int32_t extra = state_[static_cast<size_t>(b)].extra_refs;
     const bool in_queue = free_block_queue_.contains(b);
-    if (rc < 0) throw std::logic_error(fmt::format("I1: block {} has ref_cnt {}", b, rc));
-    if (rc > 0 && in_queue) {
+    if (in_queue && extra != 0) {
       throw std::logic_error(
-          fmt::format("I1: block {} has ref_cnt {} but is in the free queue", b, rc));
+          fmt::format("I1: block {} is in the free queue with extra_refs {}", b, extra));
     }
-    if (rc == 0 && !in_queue) {
-      throw std::logic_error(
-          fmt::format("I1: block {} has ref_cnt 0 but is not in the free queue", b));
+    if (!in_queue && extra < 0) {
+      throw std::logic_error(fmt::format("I1: allocated block {} has extra_refs {}", b, extra));
     }
-    used += rc > 0 ? 1 : 0;
+    used += in_queue ? 0 : 1;
+    shared += !in_queue && extra > 0 ? 1 : 0;
   }
   if (get_num_free_blocks() + used != num_gpu_blocks_ - 1) {
     throw std::logic_error(fmt::format("I2: {} free + {} used != {} usable blocks",
                                        get_num_free_blocks(), used, num_gpu_blocks_ - 1));
+  }
+  if (shared != num_shared_blocks_) {
+    throw std::logic_error(
+        fmt::format("I2: {} shared blocks, counter {}", shared, num_shared_blocks_));
   }
   cached_block_hash_to_block_.check_invariants(hash_.data());
   int64_t reachable = 0;

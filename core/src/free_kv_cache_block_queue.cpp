@@ -36,7 +36,7 @@ FreeKVCacheBlockQueue::FreeKVCacheBlockQueue(int32_t num_blocks)
       mask_(ring_capacity(num_blocks) - 1),
       tail_(static_cast<uint32_t>(num_blocks)),
       ring_(static_cast<size_t>(mask_) + 1, kRemoved),
-      pos_(static_cast<size_t>(num_blocks) + 1) {  // + the spare of prepend_n_unchecked_if_all
+      pos_(static_cast<size_t>(num_blocks)) {
   for (int32_t b = 0; b < num_blocks; ++b) {
     ring_[static_cast<size_t>(b)] = b;
     pos_[static_cast<size_t>(b)] = static_cast<uint32_t>(b);

@@ -92,7 +92,7 @@ int32_t KVCacheManager::get_num_blocks_to_allocate(const RequestBlocks& st, int6
   int64_t k = std::max<int64_t>(required - (static_cast<int64_t>(hits.size()) + r), 0);
   // Free cached hits are pulled out of the free queue by touch(): they consume free capacity.
   for (BlockId b : hits) {
-    if (b != kNullBlockId && block_pool_.ref_cnt(b) == 0) ++k;
+    if (b != kNullBlockId && block_pool_.is_free(b)) ++k;
   }
   return static_cast<int32_t>(k);
 }

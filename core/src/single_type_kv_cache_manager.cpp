@@ -87,7 +87,7 @@ int64_t SingleTypeKVCacheManager::get_num_blocks_to_allocate(
   int64_t num_evictable = 0;
   for (size_t i = skip_hits; i < new_computed_blocks.size(); ++i) {
     const BlockId b = new_computed_blocks[i];
-    if (b != kNullBlockId && block_pool_.ref_cnt(b) == 0) ++num_evictable;
+    if (b != kNullBlockId && block_pool_.is_free(b)) ++num_evictable;
   }
   return num_new_blocks + num_evictable;
 }

@@ -303,5 +303,65 @@ TEST(BlockPool, RefusedFastFreeChangesNothingFirst) {
   EXPECT_THROW(pool.free_blocks(V{3}), std::logic_error);
 }
 
+// A double free is an error on every free path: a block listed twice in one call (the fast
+// path's own position test, then the general loop's per-call mark) and a block that is already
+// free, with no shared and no hashed block in the pool (the pass that reads no block state) and
+// with some (the pass that does). The pool stays consistent afterwards: the blocks listed before
+// the offending one are freed, the rest keep their counts.
+TEST(BlockPool, DoubleFreeThrowsOnEveryPath) {
+  for (const bool caching : {false, true}) {
+    for (const bool with_shared : {false, true}) {
+      BlockPool pool(10, caching);
+      V a;
+      pool.get_new_blocks(5, a);  // 1 2 3 4 5
+      if (with_shared) pool.touch(V{5});
+      EXPECT_EQ(pool.num_shared_blocks(), with_shared ? 1 : 0);
+      EXPECT_THROW(pool.free_blocks(V{2, 1, 2}), std::logic_error) << caching << with_shared;
+      ASSERT_NO_THROW(pool.check_invariants());
+      EXPECT_EQ(pool.ref_cnt(2), 0);
+      EXPECT_EQ(pool.ref_cnt(1), 0);
+      EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (V{2, 1, 6, 7, 8, 9}));
+      EXPECT_THROW(pool.free_blocks(V{3, 1}), std::logic_error) << caching << with_shared;
+      ASSERT_NO_THROW(pool.check_invariants());
+      EXPECT_EQ(pool.ref_cnt(3), 0);
+      EXPECT_EQ(pool.ref_cnt(4), 1);
+      EXPECT_THROW(pool.free_blocks(V{6}), std::logic_error);  // never allocated
+      ASSERT_NO_THROW(pool.check_invariants());
+      pool.free_blocks(V{4});
+      EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (V{4, 3, 2, 1, 6, 7, 8, 9}));
+      EXPECT_EQ(pool.ref_cnt(5), with_shared ? 2 : 1);
+      ASSERT_NO_THROW(pool.check_invariants());
+    }
+  }
+}
+
+// The counts as vLLM keeps them: a fresh block 1, a touch of a free cached block 1, of an
+// allocated one +1; the null block starts at 0 and follows touches and frees, never queued.
+TEST(BlockPool, RefCountsAndTheNullBlock) {
+  BlockPool pool(6, true);
+  EXPECT_EQ(pool.ref_cnt(kNullBlockId), 0);
+  pool.touch(V{kNullBlockId, kNullBlockId});
+  EXPECT_EQ(pool.ref_cnt(kNullBlockId), 2);
+  V a;
+  pool.get_new_blocks(2, a);  // 1 2
+  EXPECT_EQ(pool.ref_cnt(1), 1);
+  EXPECT_EQ(pool.ref_cnt(3), 0);
+  EXPECT_TRUE(pool.is_free(3));
+  EXPECT_FALSE(pool.is_free(1));
+  pool.touch(V{1, 1});
+  EXPECT_EQ(pool.ref_cnt(1), 3);
+  EXPECT_EQ(pool.num_shared_blocks(), 1);
+  pool.free_blocks(V{1, kNullBlockId, 2});
+  EXPECT_EQ(pool.ref_cnt(1), 2);
+  EXPECT_EQ(pool.ref_cnt(2), 0);
+  EXPECT_EQ(pool.ref_cnt(kNullBlockId), 1);
+  pool.free_blocks(V{1, 1, kNullBlockId, kNullBlockId});
+  EXPECT_EQ(pool.ref_cnt(1), 0);
+  EXPECT_EQ(pool.num_shared_blocks(), 0);
+  EXPECT_EQ(pool.ref_cnt(kNullBlockId), -1);  // vLLM does not guard the null block's count
+  EXPECT_FALSE(pool.free_block_queue().contains(kNullBlockId));
+  pool.check_invariants();
+}
+
 }  // namespace
 }  // namespace kvsim

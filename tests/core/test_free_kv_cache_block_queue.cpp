@@ -163,20 +163,41 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
       } else if (how == 1) {
         q.prepend_n_unchecked(batch);
       } else {
-        // BlockPool's fused push: a refusal (some keep() false, the rest's positions written
-        // anyway) must leave the queue as it was.
+        // BlockPool's fused push: a refusal (some keep() false, or a block that is already
+        // free or listed twice; the rest's positions written anyway) must leave the queue as it
+        // was.
         const bool refuse = how == 3 && rng() % 2 == 0;
         const size_t refused_at = rng() % batch.size();
+        V offered = batch;
+        bool bad_block = false;
+        if (how == 2 && rng() % 3 == 0) {
+          // Slip in a block the queue must refuse on its own: a free one, or a repeat.
+          const V free_now = ref.get_all_free_blocks();
+          const size_t at = rng() % (offered.size() + 1);
+          if (!free_now.empty() && rng() % 2 == 0) {
+            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
+                           free_now[rng() % free_now.size()]);
+          } else {
+            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
+                           batch[rng() % batch.size()]);
+          }
+          bad_block = true;
+        }
         size_t calls = 0;
-        const bool pushed = q.prepend_n_unchecked_if_all(batch, [&](BlockId b) {
-          EXPECT_EQ(b, batch[calls]) << "keep() is called once per block, in order";
+        const bool pushed = q.prepend_n_if_all(offered, [&](BlockId b) {
+          EXPECT_EQ(b, offered[calls]) << "keep() is called on the blocks in order";
           const bool keep = !(refuse && calls == refused_at);
           ++calls;
           return keep;
         });
-        ASSERT_EQ(calls, batch.size()) << "op " << op;
-        ASSERT_EQ(pushed, !refuse) << "op " << op;
-        if (refuse) {
+        ASSERT_EQ(pushed, !refuse && !bad_block) << "op " << op;
+        if (pushed) {
+          ASSERT_EQ(calls, offered.size()) << "op " << op;
+        }
+        if (refuse && !bad_block) {
+          ASSERT_EQ(calls, refused_at + 1) << "op " << op;
+        }
+        if (!pushed) {
           taken.insert(taken.end(), batch.begin(), batch.end());
           batch.clear();
         }
@@ -241,12 +262,27 @@ TEST(FreeKVCacheBlockQueue, PrependIfAllAcrossTheWrap) {
     std::reverse(batch.begin(), batch.end());
     for (size_t refuse_at = 0; refuse_at < batch.size(); ++refuse_at) {
       size_t i = 0;
-      EXPECT_FALSE(q.prepend_n_unchecked_if_all(batch, [&](BlockId) { return i++ != refuse_at; }));
+      EXPECT_FALSE(q.prepend_n_if_all(batch, [&](BlockId) { return i++ != refuse_at; }));
       ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "shift " << shift;
       for (BlockId b = 0; b < kN; ++b) ASSERT_EQ(q.contains(b), ref.contains(b)) << b;
       ASSERT_NO_THROW(q.check_invariants());
     }
-    EXPECT_TRUE(q.prepend_n_unchecked_if_all(batch, [](BlockId) { return true; }));
+    // The queue's own refusals, at every index: a block listed twice (the repeat before or
+    // after the original) and a block that is free.
+    const BlockId free_block = ref.get_all_free_blocks().front();
+    for (size_t at = 0; at <= batch.size(); ++at) {
+      for (size_t which = 0; which <= batch.size(); ++which) {
+        V offered = batch;
+        offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
+                       which < batch.size() ? batch[which] : free_block);
+        EXPECT_FALSE(q.prepend_n_if_all(offered, [](BlockId) { return true; }))
+            << "shift " << shift << " at " << at << " which " << which;
+        ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "shift " << shift;
+        for (BlockId b = 0; b < kN; ++b) ASSERT_EQ(q.contains(b), ref.contains(b)) << b;
+        ASSERT_NO_THROW(q.check_invariants());
+      }
+    }
+    EXPECT_TRUE(q.prepend_n_if_all(batch, [](BlockId) { return true; }));
     ref.prepend_n(batch);
     ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "shift " << shift;
     for (BlockId b = 0; b < kN; ++b) ASSERT_EQ(q.contains(b), ref.contains(b)) << b;

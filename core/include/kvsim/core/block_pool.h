@@ -8,10 +8,17 @@
 // eviction), each list keeping the given order. Eviction of cached blocks is lazy: a block that
 // reached ref 0 keeps its hash (and stays a valid prefix hit) until get_new_blocks pops it.
 //
+// Ref counts: a free block's count is 0 by definition (it is in the free queue); an allocated
+// block stores its count minus one (extra_refs), so a fresh allocation, count 1, writes nothing:
+// get_new_blocks is a copy of ids out of the queue. The null block, never free, stores its
+// count minus one as well (it starts at 0 as in vLLM, so extra_refs = -1).
+//
 // Invariants (checked by check_invariants()):
-//   I1 ref_cnt(b) > 0  => b is not in the free queue; ref_cnt(b) == 0 and b != 0 => b is in the
-//      free queue exactly once. The null block is never in the queue.
-//   I2 num_free_blocks + #{b != 0 : ref_cnt(b) > 0} == N - 1.
+//   I1 ref_cnt(b) == 0 <=> b is in the free queue, for b != 0 (exactly once); a free block has
+//      extra_refs == 0 and an allocated one extra_refs >= 0. The null block is never in the
+//      queue.
+//   I2 num_free_blocks + #{b != 0 : ref_cnt(b) > 0} == N - 1, and num_shared_blocks() ==
+//      #{b != 0 : ref_cnt(b) > 1}.
 //   I3 Every hashed block belongs to exactly one chain: the blocks cached under one key, linked
 //      in insertion order through dup_next into a cycle (the last links back to the first; a
 //      lone block links to itself). The map holds each key once, with the chain's last block as
@@ -20,12 +27,13 @@
 //      Private blocks (cache_private_blocks) are the exception: hashed, in no chain, not in
 //      the map; num_cached_blocks() counts them too.
 //   I4 With caching disabled no block carries a hash.
-// Memory: 32 bytes per block in arrays indexed by block id (12 B state: ref count, chain link,
+// Memory: 32 bytes per block in arrays indexed by block id (12 B state: extra refs, chain link,
 // map slot; 16 B hash; 4 B free-queue position), plus the free queue's ring of ids (4 B per slot,
 // 1.25-2.5 slots per block) and the map's 8-byte slots (see block_hash_to_block_map.h).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
@@ -106,7 +114,13 @@ class BlockPool {
   // otherwise.
   bool reset_prefix_cache();
 
-  int32_t ref_cnt(BlockId b) const { return state_[static_cast<size_t>(b)].ref_cnt; }
+  int32_t ref_cnt(BlockId b) const {
+    return free_block_queue_.contains(b) ? 0 : state_[static_cast<size_t>(b)].extra_refs + 1;
+  }
+  // ref_cnt(b) == 0, without the count (b != 0: free; the null block is never free).
+  bool is_free(BlockId b) const { return free_block_queue_.contains(b); }
+  // Number of non-null blocks with ref_cnt > 1 (held by more than one table).
+  int32_t num_shared_blocks() const { return num_shared_blocks_; }
   bool is_cached(BlockId b) const { return state_[static_cast<size_t>(b)].dup_next != kUnhashed; }
   std::optional<BlockHash> block_hash(BlockId b) const;
   // Number of blocks currently holding a hash (cached, in use or evictable).
@@ -122,9 +136,13 @@ class BlockPool {
   static constexpr int32_t kUnhashed = -1;  // dup_next of a block without a hash
   static constexpr int32_t kPrivate = -2;   // dup_next of a private block (hashed, not in the map)
   static constexpr int32_t kPrivateNoHash = -3;  // a private block whose hash is not stored yet
+  // extra_refs of a block free_blocks_general has queued for the free list within one call (a
+  // second listing in the same call is a double free).
+  static constexpr int32_t kQueuedThisCall = std::numeric_limits<int32_t>::min();
   // The hot per-block fields together: allocation and free touch one 12-byte record per block.
   struct BlockState {
-    int32_t ref_cnt = 0;
+    // ref_cnt - 1 while allocated, 0 while free (see the header comment).
+    int32_t extra_refs = 0;
     // Next block of this block's chain (the cycle of I3), or kUnhashed.
     int32_t dup_next = kUnhashed;
     // The map slot of this block's key; meaningful while hashed.
@@ -135,8 +153,10 @@ class BlockPool {
   void maybe_evict_cached_block(BlockId b);
   void evict_from_shared_chain(BlockId b);
   // free_blocks' fast path: prepends the whole list if every block drops from 1 to 0 and none
-  // is the null block or (kCheckHash) hashed; otherwise changes nothing and returns false.
-  template <bool kCheckHash>
+  // is the null block or hashed; otherwise changes nothing and returns false. kCheckState: some
+  // block may be shared or hashed, so each block's state is read (else only the queue's
+  // free/duplicate test runs).
+  template <bool kCheckState>
   bool free_blocks_if_all_unhashed(std::span<const BlockId> ordered_blocks);
   // free_blocks, one block at a time: the reference order of decrements, pushes and errors.
   void free_blocks_general(std::span<const BlockId> ordered_blocks);
@@ -151,6 +171,7 @@ class BlockPool {
   std::vector<BlockId> scratch_evict_last_;
   int64_t num_cached_blocks_ = 0;
   int64_t num_evictions_ = 0;
+  int32_t num_shared_blocks_ = 0;
 };
 
 }  // namespace kvsim

@@ -25,7 +25,7 @@
 // the popped range); remove O(1); a push that finds the ring full compacts it in O(capacity),
 // which needs capacity - num_blocks >= num_blocks / 4 tombstones since the last compaction, so it
 // is O(1) amortised per removal.
-// Memory: 4 B per block (pos_, plus one spare entry) plus 4 B per ring slot, capacity = the
+// Memory: 4 B per block (pos_) plus 4 B per ring slot, capacity = the
 // smallest power of two >= num_blocks * 5/4 + 16 (1.25 to 2.5 slots per block).
 #pragma once
 
@@ -59,13 +59,40 @@ class FreeKVCacheBlockQueue {
     if (n < 0 || n > num_free_blocks_) [[unlikely]] {
       throw_not_enough_free(n, num_free_blocks_);
     }
+    if (tail_ - head_ == static_cast<uint32_t>(num_free_blocks_)) [[likely]] {
+      // No tombstones: one or two runs appended straight from the ring (no zero fill first).
+      const auto un = static_cast<uint32_t>(n);
+      const uint32_t start = head_ & mask_;
+      const uint32_t first_run = std::min(un, mask_ + 1 - start);
+      const BlockId* const ring = ring_.data();
+      out.insert(out.end(), ring + start, ring + start + first_run);
+      out.insert(out.end(), ring, ring + (un - first_run));
+      head_ += un;
+      num_free_blocks_ -= n;
+      return;
+    }
     out.resize(first + static_cast<size_t>(n));
-    popleft_n(n, out.data() + first, [](BlockId) {});
+    popleft_n_slow(n, out.data() + first);
   }
-  // Removes the first n blocks, writes them to dst[0, n) in head-to-tail order and calls
-  // on_pop(b) for each, in that order, as it is written (BlockPool sets the ref count in the same
-  // pass, with no second read of dst). 0 <= n <= num_free_blocks() is the caller's to check;
-  // on_pop must not touch this queue.
+  // Removes the first n blocks and writes them to dst[0, n) in head-to-tail order: with no
+  // tombstones, one or two contiguous copies. 0 <= n <= num_free_blocks() is the caller's to check.
+  void popleft_n(int32_t n, BlockId* dst) {
+    if (tail_ - head_ == static_cast<uint32_t>(num_free_blocks_)) [[likely]] {
+      const auto un = static_cast<uint32_t>(n);
+      const uint32_t start = head_ & mask_;
+      const uint32_t first_run = std::min(un, mask_ + 1 - start);
+      const BlockId* const ring = ring_.data();
+      std::copy_n(ring + start, first_run, dst);
+      std::copy_n(ring, un - first_run, dst + first_run);
+      head_ += un;
+      num_free_blocks_ -= n;
+      return;
+    }
+    popleft_n_slow(n, dst);
+  }
+  // The same, calling on_pop(b) for each block, in that order, as it is written (BlockPool checks
+  // a popped block for a hash in the same pass, with no second read of dst); on_pop must not
+  // touch this queue.
   template <class OnPop>
   void popleft_n(int32_t n, BlockId* dst, OnPop&& on_pop) {
     const auto un = static_cast<uint32_t>(n);
@@ -104,26 +131,20 @@ class FreeKVCacheBlockQueue {
   // The same without the per-block check, for a caller that guarantees every block is in range,
   // not free and listed once (BlockPool: a block whose ref count just reached 0 was in use, I1).
   // check_invariants() detects a violation afterwards.
-  void append_n_unchecked(std::span<const BlockId> blocks) {
-    push_unchecked_if_all<false>(blocks, [](BlockId) { return true; });
-  }
-  void prepend_n_unchecked(std::span<const BlockId> blocks) {
-    push_unchecked_if_all<true>(blocks, [](BlockId) { return true; });
-  }
+  void append_n_unchecked(std::span<const BlockId> blocks) { push_unchecked<false>(blocks); }
+  void prepend_n_unchecked(std::span<const BlockId> blocks) { push_unchecked<true>(blocks); }
 
-  // prepend_n_unchecked(blocks) if keep(b) holds for every block, else pushes nothing; returns
-  // whether it pushed. keep is called once per block, in order, in the same pass that writes the
-  // entries (BlockPool decrements the ref count there: one pass over the ids instead of three).
-  // Contract: when keep holds for every block, the blocks are distinct and none is free; a block
-  // for which keep returns true is not free. Such a block's position is written before the
-  // outcome is known, which is harmless: pos_[b] means nothing while b is not free (Q2 reads it
-  // only together with ring_[pos_[b]] == b inside [head_, tail_), and the entries written lie
-  // outside that range unless the push commits). A block for which keep returns false is left
-  // untouched (its position store goes to the spare entry pos_[num_blocks], a select instead of
-  // a branch).
+  // prepend_n_unchecked(blocks) if every block is not free, is listed once and keep(b) holds,
+  // else pushes nothing; returns whether it pushed. Blocks must be in [0, num_blocks). keep is
+  // called on the blocks in order, in the same pass that writes the entries (BlockPool checks
+  // its per-block state there: one pass over the ids), up to the first refusal. The pass decides
+  // "free or listed twice" from b's recorded position alone in the common case (see
+  // push_if_all); a position that could mean either costs one more load. Refusal leaves the
+  // queue as it was: the entries written lie outside [head_, tail_), and the positions written
+  // belong to blocks that are not free, for which a position means nothing (Q2).
   template <class Keep>
-  bool prepend_n_unchecked_if_all(std::span<const BlockId> blocks, Keep&& keep) {
-    return push_unchecked_if_all<true>(blocks, keep);
+  bool prepend_n_if_all(std::span<const BlockId> blocks, Keep&& keep) {
+    return push_if_all(blocks, keep);
   }
 
   // Head-to-tail snapshot (tests and diagnostics).
@@ -190,12 +211,12 @@ class FreeKVCacheBlockQueue {
       }
     }
   }
-  // The unchecked pushes (see prepend_n_unchecked_if_all): the new entries take logical
-  // positions [first, first + k), one run of ring slots or two at the ring's end, written in one
-  // pass with no position arithmetic modulo the capacity.
-  template <bool kFront, class Keep>
-  bool push_unchecked_if_all(std::span<const BlockId> blocks, Keep&& keep) {
-    if (blocks.empty()) return true;
+  // The unchecked pushes: the new entries take logical positions [first, first + k), one run of
+  // ring slots or two at the ring's end, written in one pass with no position arithmetic modulo
+  // the capacity.
+  template <bool kFront>
+  void push_unchecked(std::span<const BlockId> blocks) {
+    if (blocks.empty()) return;
     make_room(blocks.size());
     const auto k = static_cast<uint32_t>(blocks.size());
     const uint32_t first = kFront ? head_ - k : tail_;
@@ -205,27 +226,68 @@ class FreeKVCacheBlockQueue {
     BlockId* const ring = ring_.data();
     uint32_t* const pos = pos_.data();
     const BlockId* const ids = blocks.data();
-    const auto spare = static_cast<size_t>(num_blocks_);
-    bool all = true;
-    // blocks[from, to) go to ring slots slot0, slot0 + 1, ...
     auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
       BlockId* const dst = ring + slot0;
       for (uint32_t i = from; i < to; ++i) {
         const BlockId b = ids[i];
-        const bool ok = keep(b);
         dst[i - from] = b;
-        pos[ok ? static_cast<size_t>(b) : spare] = first + i;
-        all &= ok;
+        pos[static_cast<size_t>(b)] = first + i;
       }
     };
     run(0, first_run, start);
-    run(first_run, k, 0);  // what did not fit before the ring's end continues at slot 0
-    if (!all) return false;
+    run(first_run, k, 0);
     if constexpr (kFront) {
       head_ = first;
     } else {
       tail_ = first + k;
     }
+    num_free_blocks_ += static_cast<int32_t>(k);
+  }
+  // prepend_n_if_all. The new entries take logical positions [first, head_): blocks[i] goes to
+  // first + i. A block is refused if it is free (its position p lies in [head_, tail_) and the
+  // slot holds it, Q2) or was written earlier in this pass (p in [first, first + i) and that
+  // slot, written in this pass, holds it). Any other recorded position is stale and proves
+  // neither: slots outside the window are rewritten before the window grows over them, so a
+  // stale position inside the window or inside this pass's written range is the only way the
+  // test needs the slot. In the usual case (a block popped and pushed back, or popped long ago)
+  // p lies outside both ranges and the pass needs no load beyond pos_[b]. The pass stops at the
+  // first refusal: the blocks before it were not free, so their overwritten positions mean
+  // nothing, and the refused block's position is not written.
+  template <class Keep>
+  bool push_if_all(std::span<const BlockId> blocks, Keep&& keep) {
+    if (blocks.empty()) return true;
+    make_room(blocks.size());
+    const auto k = static_cast<uint32_t>(blocks.size());
+    const uint32_t first = head_ - k;
+    const uint32_t start = first & mask_;
+    const uint32_t first_run = std::min(k, mask_ + 1 - start);
+    const uint32_t window = tail_ - head_;
+    // Locals: the stores could alias the members as far as the compiler knows.
+    BlockId* const ring = ring_.data();
+    uint32_t* const pos = pos_.data();
+    const BlockId* const ids = blocks.data();
+    const uint32_t mask = mask_;
+    // blocks[from, to) go to ring slots slot0, slot0 + 1, ...; false at the first refusal.
+    auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
+      BlockId* const dst = ring + slot0 - from;
+      for (uint32_t i = from; i < to; ++i) {
+        const BlockId b = ids[i];
+        const uint32_t p = pos[static_cast<size_t>(b)];
+        const uint32_t d = p - first;  // offset from the new head
+        if ((d < i) | (d - k < window)) [[unlikely]] {
+          if (ring[p & mask] == b) return false;
+        }
+        if (!keep(b)) [[unlikely]] {
+          return false;
+        }
+        dst[i] = b;
+        pos[static_cast<size_t>(b)] = first + i;
+      }
+      return true;
+    };
+    // What does not fit before the ring's end continues at slot 0.
+    if (!run(0, first_run, start) || !run(first_run, k, 0)) return false;
+    head_ = first;
     num_free_blocks_ += static_cast<int32_t>(k);
     return true;
   }
