@@ -9,7 +9,9 @@ timer, and reports the average µs of each call. This script re-implements that 
 same calls, same per-call timing, but by default the thread CPU clock on both sides because the
 machine is shared; --clock wall restores the script's monotonic clock), runs it on vLLM's
 BlockPool from the vLLM venv, then runs bench/bench_block_pool (Google Benchmark:
-BM_GetNewBlocksAndFree is the same get + free loop) in the same sitting, and prints one table. Three modes:
+BM_GetNewBlocksAndFree is the same get + free loop) in the same sitting, the two interleaved
+repetition by repetition, and prints one table (the ratio is the median of the per-repetition
+ratios, with their range). Three modes:
   off    enable_caching=False;
   on     enable_caching=True, blocks never hashed (exactly the vLLM script);
   evict  enable_caching=True, every allocated block cached under a fresh key before it is freed,
@@ -93,36 +95,30 @@ print(json.dumps(out))
 '''
 
 
-def run_vllm(python: str, args) -> dict[str, list[float]]:
-    """Median over repeats of (get µs + free µs) per call, per mode/n."""
-    reps: dict[str, list[float]] = {}
-    for _ in range(args.repeats):
-        res = subprocess.run(
-            [python, "-c", VLLM_DRIVER, str(args.num_gpu_blocks), str(args.num_iteration),
-             ",".join(map(str, args.allocate_blocks)), ",".join(args.modes), args.clock],
-            check=True, capture_output=True, text=True,
-            env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
-        for key, (get_us, free_us) in json.loads(res.stdout.strip().splitlines()[-1]).items():
-            reps.setdefault(key, []).append(get_us + free_us)
-    return {k: statistics.median(v) for k, v in reps.items()}
+def run_vllm_once(python: str, args) -> dict[str, float]:
+    """One repetition: µs per call (get + free) per mode/n."""
+    res = subprocess.run(
+        [python, "-c", VLLM_DRIVER, str(args.num_gpu_blocks), str(args.num_iteration),
+         ",".join(map(str, args.allocate_blocks)), ",".join(args.modes), args.clock],
+        check=True, capture_output=True, text=True,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    return {key: get_us + free_us for key, (get_us, free_us) in out.items()}
 
 
-def run_kvsim(binary: str, args) -> dict[str, float]:
-    """Median real time per call (ns) of each mode/n row of bench_block_pool."""
+def run_kvsim_once(binary: str, args) -> dict[str, float]:
+    """One repetition: time per call (ns) of each mode/n row of bench_block_pool."""
     sizes = "|".join(str(n) for n in args.allocate_blocks)
     pattern = (f"BM_GetNewBlocks(AndFree/n:({sizes})/caching:[01]|"
                f"EvictingAndFree/n:({sizes}))$")
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
         subprocess.run(
             [binary, f"--benchmark_filter={pattern}", f"--benchmark_min_time={args.min_time}",
-             f"--benchmark_repetitions={args.repeats}", "--benchmark_report_aggregates_only=true",
              f"--benchmark_out={tmp.name}", "--benchmark_out_format=json"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         data = json.load(open(tmp.name))
     out = {}
     for b in data["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
         name = b["run_name"]
         scale = {"ns": 1.0, "us": 1e3, "ms": 1e6}[b["time_unit"]]
         n = int(name.split("n:")[1].split("/")[0])
@@ -164,14 +160,28 @@ def main() -> int:
 
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
-    vllm = run_vllm(args.vllm_python, args)
-    new = run_kvsim(args.kvsim_bench, args)
-    old = run_kvsim(args.base_bench, args) if args.base_bench else {}
+    # Interleaved: each repetition runs vLLM, then kvsim (then the old kvsim), so that every
+    # ratio compares the two within minutes of each other; this machine's speed drifts by tens
+    # of percent between sittings. Reported: the median of each side and the median (and the
+    # range) of the per-repetition ratios.
+    reps_vllm: list[dict[str, float]] = []
+    reps_new: list[dict[str, float]] = []
+    reps_old: list[dict[str, float]] = []
+    for _ in range(args.repeats):
+        reps_vllm.append(run_vllm_once(args.vllm_python, args))
+        reps_new.append(run_kvsim_once(args.kvsim_bench, args))
+        if args.base_bench:
+            reps_old.append(run_kvsim_once(args.base_bench, args))
     with open("/proc/loadavg") as f:
         load_after = f.read().split()[:3]
+    keys = reps_vllm[0].keys()
+    vllm = {k: statistics.median(r[k] for r in reps_vllm) for k in keys}
+    new = {k: statistics.median(r[k] for r in reps_new) for k in keys}
+    old = {k: statistics.median(r[k] for r in reps_old) for k in keys} if reps_old else {}
+    ratios = {k: sorted(v[k] * 1e3 / n_[k] for v, n_ in zip(reps_vllm, reps_new)) for k in keys}
 
     head = (f"{'n':>5} {'mode':>5} {'vLLM us/call':>13} {'kvsim ns/call':>14} "
-            f"{'kvsim ns/block':>15} {'vLLM/kvsim':>11}")
+            f"{'kvsim ns/block':>15} {'vLLM/kvsim':>11} {'range':>11}")
     if old:
         head += f" {'old ns/block':>13} {'old/new':>8}"
     print(head)
@@ -179,12 +189,14 @@ def main() -> int:
         for n in args.allocate_blocks:
             key = f"{mode}/{n}"
             v_us, k_ns = vllm[key], new[key]
+            r = ratios[key]
             row = (f"{n:>5} {mode:>5} {v_us:>13.2f} {k_ns:>14.1f} {k_ns / n:>15.2f} "
-                   f"{v_us * 1e3 / k_ns:>10.0f}x")
+                   f"{statistics.median(r):>10.0f}x {r[0]:>5.0f}-{r[-1]:.0f}x")
             if old:
                 row += f" {old[key] / n:>13.2f} {old[key] / k_ns:>7.2f}x"
             print(row)
-    print(f"(medians of {args.repeats}; {args.clock} time on both sides; "
+    print(f"(medians of {args.repeats} interleaved repetitions; vLLM/kvsim = median of the "
+          f"per-repetition ratios, range = their min-max; {args.clock} time on both sides; "
           f"load average {' '.join(load_before)} before, {' '.join(load_after)} after)")
     return 0
 
