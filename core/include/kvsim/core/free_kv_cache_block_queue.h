@@ -270,6 +270,9 @@ class FreeKVCacheBlockQueue {
     // blocks[from, to) go to ring slots slot0, slot0 + 1, ...; false at the first refusal.
     auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
       BlockId* const dst = ring + slot0 - from;
+      // Unrolled by 4: 3-5 % on the caching-off get + free benchmark at n >= 100 (minimum of 6
+      // interleaved runs; the branches stay per block).
+#pragma GCC unroll 4
       for (uint32_t i = from; i < to; ++i) {
         const BlockId b = ids[i];
         const uint32_t p = pos[static_cast<size_t>(b)];
