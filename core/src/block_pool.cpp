@@ -218,23 +218,24 @@ void BlockPool::touch(std::span<const BlockId> blocks) {
 template <bool kCheckState>
 [[gnu::always_inline]] inline bool BlockPool::free_blocks_if_all_unhashed(
     std::span<const BlockId> ordered_blocks) {
-  const BlockState* const state = state_.data();
   // The queue refuses a block that is already free or listed twice (a double free, left to the
   // general path's error); the predicate refuses the null block, a shared block (its count
   // stays above 0) and a hashed one (it is appended, not prepended). Nothing is written on
   // refusal, so there is nothing to undo.
-  return free_block_queue_.prepend_n_if_all(ordered_blocks, [state](BlockId b) {
-    if constexpr (kCheckState) {
+  if constexpr (kCheckState) {
+    const BlockState* const state = state_.data();
+    return free_block_queue_.prepend_n_if_all(ordered_blocks, [state](BlockId b) {
       // extra_refs == 0 and dup_next == kUnhashed: the two adjacent fields in one load.
       static_assert(offsetof(BlockState, dup_next) == offsetof(BlockState, extra_refs) + 4);
       uint64_t both;
       std::memcpy(&both, &state[static_cast<size_t>(b)].extra_refs, sizeof both);
       constexpr uint64_t kWant = static_cast<uint64_t>(static_cast<uint32_t>(kUnhashed)) << 32;
       return (b != kNullBlockId) & (both == kWant);
-    } else {
-      return b != kNullBlockId;
-    }
-  });
+    });
+  } else {
+    return free_block_queue_.prepend_n_if_all(ordered_blocks,
+                                              [](BlockId b) { return b != kNullBlockId; });
+  }
 }
 
 void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
