@@ -67,66 +67,34 @@ class FreeKVCacheBlockQueue {
     if (n < 0 || n > num_free_blocks_) [[unlikely]] {
       throw_not_enough_free(n, num_free_blocks_);
     }
-    if (tail_ - head_ == static_cast<uint32_t>(num_free_blocks_)) [[likely]] {
-      // No tombstones: one or two runs appended straight from the ring (no zero fill first).
-      const auto un = static_cast<uint32_t>(n);
-      const uint32_t start = head_ & mask_;
-      const uint32_t first_run = std::min(un, mask_ + 1 - start);
-      const BlockId* const ring = ring_.data();
-      out.insert(out.end(), ring + start, ring + start + first_run);
-      out.insert(out.end(), ring, ring + (un - first_run));
-      head_ += un;
-      num_free_blocks_ -= n;
+    // With no tombstones, one or two runs appended straight from the ring (no zero fill first).
+    if (pop_head_runs(n, [&out](const BlockId* run, uint32_t len) {
+          out.insert(out.end(), run, run + len);
+        })) [[likely]] {
       return;
     }
     out.resize(first + static_cast<size_t>(n));
     popleft_n_slow(n, out.data() + first);
   }
-  // Removes the first n blocks and writes them to dst[0, n) in head-to-tail order: with no
-  // tombstones, one or two contiguous copies. 0 <= n <= num_free_blocks() is the caller's to check.
-  void popleft_n(int32_t n, BlockId* dst) {
-    if (tail_ - head_ == static_cast<uint32_t>(num_free_blocks_)) [[likely]] {
-      const auto un = static_cast<uint32_t>(n);
-      const uint32_t start = head_ & mask_;
-      const uint32_t first_run = std::min(un, mask_ + 1 - start);
-      const BlockId* const ring = ring_.data();
-      std::copy_n(ring + start, first_run, dst);
-      std::copy_n(ring, un - first_run, dst + first_run);
-      head_ += un;
-      num_free_blocks_ -= n;
-      return;
-    }
-    popleft_n_slow(n, dst);
-  }
-  // The same, calling on_pop(b) for each block, in that order, as it is written (BlockPool checks
-  // a popped block for a hash in the same pass, with no second read of dst); on_pop must not
-  // touch this queue.
+  // Removes the first n blocks, writes them to dst[0, n) in head-to-tail order and calls
+  // on_pop(b) for each, in that order, as it is written (BlockPool checks a popped block for a
+  // hash in the same pass, with no second read of dst). 0 <= n <= num_free_blocks() is the
+  // caller's to check; on_pop must not touch this queue.
   template <class OnPop>
   void popleft_n(int32_t n, BlockId* dst, OnPop&& on_pop) {
-    const auto un = static_cast<uint32_t>(n);
-    if (tail_ - head_ == static_cast<uint32_t>(num_free_blocks_)) [[likely]] {
-      // No tombstones: the n blocks are the next n ring entries, one run or two at the ring's
-      // end. Locals: the dst stores and on_pop could alias the members as far as the compiler
-      // knows.
-      const uint32_t start = head_ & mask_;
-      const uint32_t first_run = std::min(un, mask_ + 1 - start);
-      const BlockId* const ring = ring_.data();
-      head_ += un;
-      num_free_blocks_ -= n;
-      for (uint32_t i = 0; i < first_run; ++i) {
-        const BlockId b = ring[start + i];
-        dst[i] = b;
-        on_pop(b);
-      }
-      for (uint32_t i = first_run; i < un; ++i) {
-        const BlockId b = ring[i - first_run];
-        dst[i] = b;
-        on_pop(b);
-      }
+    BlockId* out = dst;
+    if (pop_head_runs(n, [&out, &on_pop](const BlockId* run, uint32_t len) {
+          for (uint32_t i = 0; i < len; ++i) {
+            const BlockId b = run[i];
+            out[i] = b;
+            on_pop(b);
+          }
+          out += len;
+        })) [[likely]] {
       return;
     }
     popleft_n_slow(n, dst);
-    for (uint32_t i = 0; i < un; ++i) on_pop(dst[i]);
+    for (int32_t i = 0; i < n; ++i) on_pop(dst[i]);
   }
   // O(1) removal from anywhere in the queue. Throws std::logic_error if `b` is not free.
   void remove(BlockId b);
@@ -166,6 +134,23 @@ class FreeKVCacheBlockQueue {
 
  private:
   static constexpr BlockId kRemoved = -1;
+  // The pops' fast path: with no tombstones the first n blocks are the next n ring entries, one
+  // run or two at the ring's end. Removes them, calls take(run, len) for each run in order and
+  // returns true; with tombstones changes nothing and returns false. The head moves before take
+  // runs, from locals: take's stores could alias the members as far as the compiler knows.
+  template <class Take>
+  bool pop_head_runs(int32_t n, Take&& take) {
+    if (tail_ - head_ != static_cast<uint32_t>(num_free_blocks_)) return false;
+    const auto un = static_cast<uint32_t>(n);
+    const uint32_t start = head_ & mask_;
+    const uint32_t first_run = std::min(un, mask_ + 1 - start);
+    const BlockId* const ring = ring_.data();
+    head_ += un;
+    num_free_blocks_ -= n;
+    take(ring + start, first_run);
+    take(ring, un - first_run);
+    return true;
+  }
   // popleft_n over tombstones (dst as in popleft_n).
   void popleft_n_slow(int32_t n, BlockId* dst);
   [[noreturn]] static void throw_not_enough_free(int32_t n, int32_t free);
