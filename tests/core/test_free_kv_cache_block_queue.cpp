@@ -155,7 +155,9 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
       taken.push_back(b);
     } else if (kind < 9 && !taken.empty()) {  // prepend a batch (unhashed frees)
       V batch;
-      const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 6);
+      // Up to 11 blocks: the fused push runs four blocks per step, so batches take zero, one
+      // or two unrolled steps plus a remainder.
+      const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 11);
       for (size_t i = 0; i < n; ++i) batch.push_back(take(rng() % taken.size()));
       const uint64_t how = rng() % 4;
       if (how == 0) {
@@ -185,7 +187,8 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
         }
         size_t calls = 0;
         const bool pushed = q.prepend_n_if_all(offered, [&](BlockId b) {
-          EXPECT_EQ(b, offered[calls]) << "keep() is called on the blocks in order";
+          EXPECT_EQ(b, offered[offered.size() - 1 - calls])
+              << "keep() is called on the blocks last to first";
           const bool keep = !(refuse && calls == refused_at);
           ++calls;
           return keep;

@@ -36,14 +36,6 @@
 
 #include "kvsim/core/types.h"
 
-// GCC's loop-unroll pragma where it is understood (nvcc's front end, which also reads this
-// header, rejects it).
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-#define KVSIM_UNROLL_4 _Pragma("GCC unroll 4")
-#else
-#define KVSIM_UNROLL_4
-#endif
-
 namespace kvsim {
 
 class FreeKVCacheBlockQueue {
@@ -112,9 +104,9 @@ class FreeKVCacheBlockQueue {
 
   // prepend_n_unchecked(blocks) if every block is not free, is listed once and keep(b) holds,
   // else pushes nothing; returns whether it pushed. Blocks must be in [0, num_blocks). keep is
-  // called on the blocks in order, in the same pass that writes the entries (BlockPool checks
-  // its per-block state there: one pass over the ids), up to the first refusal. The pass decides
-  // "free or listed twice" from b's recorded position alone in the common case (see
+  // called on the blocks last to first, in the same pass that writes the entries (BlockPool
+  // checks its per-block state there: one pass over the ids), up to the first refusal. The pass
+  // decides "free or listed twice" from b's recorded position alone in the common case (see
   // push_if_all); a position that could mean either costs one more load. Refusal leaves the
   // queue as it was: the entries written lie outside [head_, tail_), and the positions written
   // belong to blocks that are not free, for which a position means nothing (Q2).
@@ -237,14 +229,16 @@ class FreeKVCacheBlockQueue {
     num_free_blocks_ += static_cast<int32_t>(k);
   }
   // prepend_n_if_all. The new entries take logical positions [first, head_): blocks[i] goes to
-  // first + i. A block is refused if it is free (its position p lies in [head_, tail_) and the
-  // slot holds it, Q2) or was written earlier in this pass (p in [first, first + i) and that
-  // slot, written in this pass, holds it). Any other recorded position is stale and proves
-  // neither: slots outside the window are rewritten before the window grows over them, so a
-  // stale position inside the window or inside this pass's written range is the only way the
-  // test needs the slot. In the usual case (a block popped and pushed back, or popped long ago)
-  // p lies outside both ranges and the pass needs no load beyond pos_[b]. The pass stops at the
-  // first refusal: the blocks before it were not free, so their overwritten positions mean
+  // first + i. The pass runs last to first, so when it reaches blocks[i] it has written
+  // positions (first + i, head_), which border the window [head_, tail_): a block is refused if
+  // its recorded position p lies in the one interval (first + i, tail_) and the slot there holds
+  // it -- written earlier in this pass (a block listed twice) or free (Q2). Any other recorded
+  // position is stale and proves neither: slots outside the window are rewritten before the
+  // window grows over them, so a stale position inside the window or inside this pass's written
+  // range is the only way the test needs the slot. In the usual case (a block popped and pushed
+  // back, or popped long ago) p lies outside the interval and the pass needs no load beyond
+  // pos_[b]; one interval is one unsigned compare per block. The pass stops at the first
+  // refusal: the blocks after it in the list were not free, so their overwritten positions mean
   // nothing, and the refused block's position is not written.
   template <class Keep>
   bool push_if_all(std::span<const BlockId> blocks, Keep&& keep) {
@@ -254,35 +248,50 @@ class FreeKVCacheBlockQueue {
     const uint32_t first = head_ - k;
     const uint32_t start = first & mask_;
     const uint32_t first_run = std::min(k, mask_ + 1 - start);
-    const uint32_t window = tail_ - head_;
+    const uint32_t tail = tail_;
     // Locals: the stores could alias the members as far as the compiler knows.
     BlockId* const ring = ring_.data();
     uint32_t* const pos = pos_.data();
     const BlockId* const ids = blocks.data();
     const uint32_t mask = mask_;
-    // blocks[from, to) go to ring slots slot0, slot0 + 1, ...; false at the first refusal.
-    auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
-      BlockId* const dst = ring + slot0 - from;
-      // Unrolled by 4: 3-5 % on the caching-off get + free benchmark at n >= 100 (minimum of 6
-      // interleaved runs; the branches stay per block).
-      KVSIM_UNROLL_4
-      for (uint32_t i = from; i < to; ++i) {
-        const BlockId b = ids[i];
-        const uint32_t p = pos[static_cast<size_t>(b)];
-        const uint32_t d = p - first;  // offset from the new head
-        if ((d < i) | (d - k < window)) [[unlikely]] {
-          if (ring[p & mask] == b) return false;
-        }
-        if (!keep(b)) [[unlikely]] {
+    // One block b to the ring slot `slot`, where w = its new position - tail_: "p in (position,
+    // tail_)" is then one unsigned compare of p - tail_ against w (modulo 2^32 the interval is
+    // (w, 2^32)). False on a refusal.
+    auto one = [&](const BlockId b, BlockId* slot, uint32_t w) {
+      const uint32_t p = pos[static_cast<size_t>(b)];
+      if (p - tail > w) [[unlikely]] {
+        if (ring[p & mask] == b) return false;
+      }
+      if (!keep(b)) [[unlikely]] {
+        return false;
+      }
+      *slot = b;
+      pos[static_cast<size_t>(b)] = w + tail;
+      return true;
+    };
+    // blocks[from, to) go to ring slots slot0, slot0 + 1, ..., written last to first, four per
+    // step (unrolled by hand: the loop has an exit per block, which GCC's unroller skips; the
+    // offsets are constants in the addressing); false at the first refusal.
+    auto run = [&](size_t from, size_t to, uint32_t slot0) {
+      const BlockId* src = ids + to;
+      BlockId* dst = ring + slot0 + (to - from);
+      const BlockId* const stop = ids + from;
+      uint32_t w = first + static_cast<uint32_t>(to) - 1 - tail;
+      for (; src - stop >= 4; src -= 4, dst -= 4, w -= 4) {
+        if (!one(src[-1], dst - 1, w) || !one(src[-2], dst - 2, w - 1) ||
+            !one(src[-3], dst - 3, w - 2) || !one(src[-4], dst - 4, w - 3)) [[unlikely]] {
           return false;
         }
-        dst[i] = b;
-        pos[static_cast<size_t>(b)] = first + i;
+      }
+      for (; src != stop; --src, --dst, --w) {
+        if (!one(src[-1], dst - 1, w)) [[unlikely]] {
+          return false;
+        }
       }
       return true;
     };
-    // What does not fit before the ring's end continues at slot 0.
-    if (!run(0, first_run, start) || !run(first_run, k, 0)) return false;
+    // What does not fit before the ring's end continues at slot 0; that run goes first.
+    if (!run(first_run, k, 0) || !run(0, first_run, start)) return false;
     head_ = first;
     num_free_blocks_ += static_cast<int32_t>(k);
     return true;
