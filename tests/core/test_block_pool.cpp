@@ -335,6 +335,54 @@ TEST(BlockPool, DoubleFreeThrowsOnEveryPath) {
   }
 }
 
+// The same at every index of lists long enough for the fast path's four-block steps (11 blocks:
+// two steps and a remainder, walked last to first): a repeat of an earlier or a later listed
+// block, or a block that is free, placed anywhere. The call throws and leaves the pool as the
+// one-block-at-a-time rule does: the blocks listed before the offending one are freed, in order,
+// ahead of the queue as it was; every other block keeps its count.
+TEST(BlockPool, DoubleFreeAnywhereInALongList) {
+  constexpr int32_t kN = 32;
+  constexpr size_t kListed = 11;
+  for (const bool caching : {false, true}) {
+    for (const bool with_shared : {false, true}) {
+      for (size_t at = 0; at <= kListed; ++at) {
+        for (size_t which = 0; which <= kListed; ++which) {
+          BlockPool pool(kN, caching);
+          V a;
+          pool.get_new_blocks(static_cast<int32_t>(kListed), a);  // 1 .. 11
+          V held;
+          pool.get_new_blocks(1, held);  // 12, kept allocated
+          if (with_shared) pool.touch(held);
+          const V queue_before = pool.free_block_queue().get_all_free_blocks();
+          std::reverse(a.begin(), a.end());  // as a finished request lists its table
+          V offered = a;
+          // which < kListed: a repeat of a[which]; else a block that is free.
+          const BlockId extra = which < kListed ? a[which] : queue_before[at % queue_before.size()];
+          offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at), extra);
+          // The first listing that finds its block already free (a repeat's second listing or
+          // the free block) is the offending one.
+          const size_t offending =
+              which < kListed ? std::max(at, which + (which >= at ? 1 : 0)) : at;
+          EXPECT_THROW(pool.free_blocks(offered), std::logic_error)
+              << caching << with_shared << " at " << at << " which " << which;
+          ASSERT_NO_THROW(pool.check_invariants());
+          V want(offered.begin(), offered.begin() + static_cast<std::ptrdiff_t>(offending));
+          want.insert(want.end(), queue_before.begin(), queue_before.end());
+          ASSERT_EQ(pool.free_block_queue().get_all_free_blocks(), want)
+              << caching << with_shared << " at " << at << " which " << which;
+          for (size_t i = offending + 1; i < offered.size(); ++i) {
+            const BlockId b = offered[i];
+            if (std::find(want.begin(), want.end(), b) == want.end()) {
+              EXPECT_EQ(pool.ref_cnt(b), 1) << "block " << b;
+            }
+          }
+          EXPECT_EQ(pool.ref_cnt(held[0]), with_shared ? 2 : 1);
+        }
+      }
+    }
+  }
+}
+
 // The counts as vLLM keeps them: a fresh block 1, a touch of a free cached block 1, of an
 // allocated one +1; the null block starts at 0 and follows touches and frees, never queued.
 TEST(BlockPool, RefCountsAndTheNullBlock) {
