@@ -1,6 +1,9 @@
 // Exact number and timestamp parsing used by the trace readers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/traces/trace_parse.h"
 
@@ -116,6 +119,23 @@ TEST(TraceParse, TimestampVariants) {
         "2023/11/16 18:15:46", "2023-11-16 18:15:46 +01:00", "not a time", "",
         "9999-12-31 23:59:59", "1000-01-01 00:00:00"}) {
     EXPECT_FALSE(parse_datetime_ns(bad)) << bad;
+  }
+}
+
+// Fractions of every length from 1 to 12 digits: the first nine are the nanoseconds (padded
+// with zeros on the right), the tenth rounds half up, later digits are ignored.
+TEST(TraceParse, FractionDigitsOfEveryLength) {
+  const int64_t base = *parse_datetime_ns("2024-05-10 00:00:00");
+  for (const std::string digits :
+       {"987654321987", "123456785000", "999999999500", "000000000900"}) {
+    for (size_t len = 1; len <= digits.size(); ++len) {
+      const std::string frac = digits.substr(0, len);
+      std::string nine = frac.substr(0, std::min<size_t>(len, 9));
+      nine.append(9 - nine.size(), '0');
+      int64_t want = std::stoll(nine);
+      if (len >= 10 && frac[9] >= '5') ++want;
+      EXPECT_EQ(*parse_datetime_ns("2024-05-10 00:00:00." + frac), base + want) << frac;
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "kvsim/sim/traces/trace_parse.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -138,18 +139,21 @@ std::optional<int64_t> parse_datetime_ns(std::string_view s) {
   if (pos < s.size() && s[pos] == '.') {
     ++pos;
     const size_t begin = pos;
-    int64_t scale = kNsPerSec;
+    // The first nine digits are the nanoseconds (scaled by a table, not divided per digit: the
+    // division showed in the replay's profile); the tenth rounds.
+    static constexpr int64_t kScale[10] = {
+        1'000'000'000, 100'000'000, 10'000'000, 1'000'000, 100'000, 10'000, 1'000, 100, 10, 1};
     bool round_up = false;
     for (; pos < s.size() && is_digit(s[pos]); ++pos) {
       const size_t k = pos - begin;
       if (k < 9) {
-        scale /= 10;
-        frac_ns += (s[pos] - '0') * scale;
+        frac_ns = frac_ns * 10 + (s[pos] - '0');
       } else if (k == 9) {
         round_up = s[pos] >= '5';
       }
     }
     if (pos == begin) return std::nullopt;
+    frac_ns *= kScale[std::min<size_t>(pos - begin, 9)];
     if (round_up) ++frac_ns;
   }
   int64_t offset_s = 0;
