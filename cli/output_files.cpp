@@ -230,6 +230,14 @@ std::ostream& OutputFiles::stream(const std::string& flag) {
   return *e.stream;
 }
 
+const std::string& OutputFiles::write_path(const std::string& flag) {
+  Entry& e = get(flag);
+  if (e.path == "-" || !e.stream) {
+    throw std::logic_error("OutputFiles: " + flag + " has no path to write to");
+  }
+  return e.temp.empty() ? e.path : e.temp;
+}
+
 void OutputFiles::finish(const std::string& flag) {
   Entry& e = get(flag);
   if (e.path == "-") {

@@ -50,6 +50,11 @@ class OutputFiles {
   // The stream for `flag` (std::cout for "-"); the flag must be registered and opened.
   std::ostream& stream(const std::string& flag);
 
+  // The path `flag`'s bytes go to until commit_all(): the temporary file, or the destination
+  // when it is written in place. For an output another program writes (size --plot's script);
+  // std::logic_error for stdout or an output not opened.
+  const std::string& write_path(const std::string& flag);
+
   // Flushes `flag`'s stream to disk (fsync) and closes it; throws std::runtime_error naming the
   // flag, the path and the cause if any write failed (the temporary is then removed).
   void finish(const std::string& flag);

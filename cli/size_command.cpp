@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -122,8 +124,22 @@ std::filesystem::path plot_script() {
   return std::filesystem::path(__FILE__).parent_path().parent_path() / "tools" / "plot_size.py";
 }
 
-// Runs `python3 tools/plot_size.py JSON -o PLOT` (no shell). Throws naming --plot on failure.
-void draw_plot(const std::string& json_text, const std::string& plot_path) {
+// The format matplotlib is told to write: the destination's extension (the temporary's name
+// ends in ".kvsim-XXXXXX", so the script cannot infer it), png when there is none.
+std::string plot_format(const std::string& destination) {
+  std::string ext = std::filesystem::path(destination).extension().string();
+  if (ext.size() <= 1) return "png";
+  ext.erase(0, 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
+// Runs `python3 tools/plot_size.py JSON -o OUT --format F` (no shell), OUT being the temporary
+// OutputFiles made for --plot, so the plot is committed (or discarded) with the other outputs.
+// The script's own chatter goes to stderr: stdout may carry --json - or --csv -. Throws naming
+// --plot on failure.
+void draw_plot(const std::string& json_text, const std::string& plot_path,
+               const std::string& out_path) {
   const std::filesystem::path script = plot_script();
   if (!std::filesystem::exists(script)) {
     throw std::runtime_error(
@@ -136,8 +152,12 @@ void draw_plot(const std::string& json_text, const std::string& plot_path) {
   close(fd);
   struct Remove {
     std::string path;
-    ~Remove() { std::remove(path.c_str()); }
-  } remove{tmpl};
+    int slot;
+    ~Remove() {
+      std::remove(path.c_str());
+      unregister_temporary(slot);
+    }
+  } remove{tmpl, register_temporary(tmpl)};
   {
     std::ofstream f(tmpl, std::ios::binary);
     f << json_text;
@@ -146,25 +166,53 @@ void draw_plot(const std::string& json_text, const std::string& plot_path) {
   // KVSIM_PYTHON picks the interpreter (one with matplotlib, e.g. /usr/bin/python3).
   const char* py_env = std::getenv("KVSIM_PYTHON");
   const std::string python = py_env != nullptr && *py_env != '\0' ? py_env : "python3";
-  std::vector<std::string> args = {python, script.string(), tmpl, "-o", plot_path};
+  std::vector<std::string> args = {python,     script.string(),       tmpl, "-o", out_path,
+                                   "--format", plot_format(plot_path)};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  // kvsim ignores SIGPIPE/SIGXFSZ (interrupt.h); the script gets the defaults back.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  sigaddset(&defaults, SIGXFSZ);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  if (posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+  const int spawned = posix_spawnp(&pid, python.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (spawned != 0) {
     throw std::runtime_error(fmt::format("--plot: cannot run {} (set KVSIM_PYTHON)", python));
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw std::runtime_error("--plot: waiting for the plot script failed");
   }
+  throw_if_interrupted();  // a Ctrl-C reached the script too: report the signal, not its failure
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     const std::string how = WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
                                               : "killed by a signal";
     throw std::runtime_error(
-        fmt::format("--plot: {} {} failed ({}; it needs matplotlib: set KVSIM_PYTHON)", python,
-                    script.string(), how));
+        fmt::format("--plot {}: {} {} failed ({}; it needs matplotlib: set KVSIM_PYTHON)",
+                    plot_path, python, script.string(), how));
   }
+}
+
+// Registers --json / --csv / --plot (one OutputFiles, so duplicates, inputs, atomic replacement
+// and the no-folder-creation rule cover the plot too). A plot is an image file, never stdout.
+void add_outputs(const SizeOptions& o, OutputFiles& outputs) {
+  if (o.plot_path == "-") {
+    throw std::invalid_argument("--plot -: a plot cannot go to stdout; name a .png or .svg file");
+  }
+  outputs.add("--json", o.json_path);
+  outputs.add("--csv", o.csv_path);
+  outputs.add("--plot", o.plot_path);
 }
 
 // Writes --json / --csv / the table / --plot for ranked results.
@@ -179,7 +227,10 @@ void write_outputs(const SizeOptions& o, OutputFiles& outputs, const SizeReportC
     outputs.stream("--csv") << size_csv(results);
     outputs.finish("--csv");
   }
-  if (!o.plot_path.empty()) draw_plot(json, o.plot_path);
+  if (outputs.requested("--plot")) {
+    draw_plot(json, o.plot_path, outputs.write_path("--plot"));
+    outputs.finish("--plot");
+  }
   outputs.commit_all();
   if (!o.quiet && !outputs.uses_stdout()) std::cout << format_size_table(ctx, results);
 }
@@ -205,8 +256,7 @@ void run_merge(const CLI::App& cmd, const SizeOptions& o) {
     }
   }
   OutputFiles outputs;
-  outputs.add("--json", o.json_path);
-  outputs.add("--csv", o.csv_path);
+  add_outputs(o, outputs);
   for (const std::string& path : o.merge) outputs.add_input("the --merge input", path);
   outputs.open_all();
   std::vector<NamedText> shards;
@@ -251,8 +301,7 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   const std::vector<SizeCandidate> candidates = expand_size_candidates(o.axes);
 
   OutputFiles outputs;
-  outputs.add("--json", o.json_path);
-  outputs.add("--csv", o.csv_path);
+  add_outputs(o, outputs);
   outputs.add_input("the trace", o.trace_path);
   outputs.add_input("--config", o.plan.config_path);
   outputs.open_all();

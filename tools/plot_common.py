@@ -112,13 +112,14 @@ def nearest_rank(sorted_values, q):
     return sorted_values[k - 1]
 
 
-def save(fig, path, dpi=110):
-    """Saves PNG/SVG by extension; warns when a PNG exceeds 300 KB (README budget)."""
+def save(fig, path, dpi=110, fmt=None):
+    """Saves PNG/SVG by extension (or `fmt`); warns when a PNG exceeds 300 KB (README budget)."""
     out_dir = os.path.dirname(path)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", format=fmt)
     plt.close(fig)
     size = os.path.getsize(path)
-    note = " (over 300 KB: lower --dpi)" if path.endswith(".png") and size > 300_000 else ""
+    png = fmt == "png" if fmt else path.endswith(".png")
+    note = " (over 300 KB: lower --dpi)" if png and size > 300_000 else ""
     print(f"wrote {path} ({size / 1024:.0f} KiB){note}")

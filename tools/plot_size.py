@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots a `kvsim size --json` report: cost per hour against SLO attainment and p99 latency.
 
-  python3 tools/plot_size.py size.json -o docs/figures/size.png [--title TEXT]
+  python3 tools/plot_size.py size.json -o docs/figures/size.png [--title TEXT] [--format png]
 
 Left: each planned candidate at its reported replica count (the fewest that meet the SLO, or
 --max-replicas when none does): cost per hour against the share of requests that met every
@@ -23,6 +23,9 @@ def main():
     ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
     ap.add_argument("--title", default="")
     ap.add_argument("--dpi", type=int, default=110)
+    ap.add_argument("--format", default=None,
+                    help="png, svg, ... (default: the output's extension; kvsim size --plot "
+                         "passes it, since it writes to a temporary name)")
     args = ap.parse_args()
 
     report = read_json(args.json)
@@ -77,7 +80,7 @@ def main():
                  f"({thresholds}; {fits} of {len(cands)} candidates fit, "
                  f"{report['feasible']} feasible)", fontsize=10)
     fig.tight_layout()
-    save(fig, args.output, args.dpi)
+    save(fig, args.output, args.dpi, args.format)
 
 
 if __name__ == "__main__":

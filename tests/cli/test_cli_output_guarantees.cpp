@@ -1,0 +1,161 @@
+// docs/files.md's output guarantees where they once failed (issue 23 §2): size --plot goes
+// through OutputFiles like every other output; a failed replay leaves its destinations as they
+// were; SIGHUP/SIGPIPE/SIGXFSZ clean up and report; a path that is stdout counts as "-"; a trace
+// that is a pipe or FIFO is read once and a blocked open answers SIGTERM.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../scratch_dir_test.h"
+#include "cli_run.h"
+
+namespace {
+
+using kvsim_cli_test::cat;
+using kvsim_cli_test::CliRun;
+using kvsim_cli_test::run_kvsim;
+using kvsim_cli_test::slurp;
+namespace fs = std::filesystem;
+
+class CliOutputs : public kvsim_test::ScratchDirTest {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    trace_ = write("trace.csv", trace_text());
+  }
+  static std::string trace_text() {
+    std::string t = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+    for (int i = 0; i < 24; ++i)
+      t += cat({std::to_string(i), ".5,", std::to_string(100 + i), ",5\n"});
+    return t;
+  }
+  std::string replay(const std::string& extra) const {
+    return cat({"replay ", trace_, " --step-time fixed:5 --no-progress ", extra});
+  }
+  // One candidate: the search takes well under a second.
+  std::string size(const std::string& extra) const {
+    return cat({"size ", trace_,
+                " --model qwen2.5-7b --max-model-len 4096 --slo-ttft-p99 5 --slo-tpot-p99 1"
+                " --gpus l40s --tp 1 --max-replicas 2 ",
+                extra});
+  }
+  // A stand-in for tools/plot_size.py (no matplotlib needed): writes "PLOT <format>" to its -o
+  // path and says so on stdout, as the real script does; with FAIL in the environment it writes
+  // half a file and fails.
+  std::string fake_plot_env() const {
+    fs::create_directories(dir_ / "tools");
+    write("tools/plot_size.py",
+          "import os, sys\n"
+          "a = sys.argv\n"
+          "out = a[a.index('-o') + 1]\n"
+          "fmt = a[a.index('--format') + 1] if '--format' in a else 'none'\n"
+          "with open(out, 'w') as f:\n"
+          "    f.write('PLOT ' + fmt + '\\n')\n"
+          "if os.environ.get('FAIL'):\n"
+          "    sys.exit(1)\n"
+          "print('wrote ' + out)\n");
+    return cat({"KVSIM_PYTHON=python3 KVSIM_TOOLS_DIR=", (dir_ / "tools").string(), " "});
+  }
+  static bool have_python() { return std::system("python3 -c '' >/dev/null 2>&1") == 0; }
+  int temporaries() const {
+    int n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      n += e.path().filename().string().find(".kvsim-") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  }
+  std::string trace_;
+};
+
+// Runs `kvsim` with args through the shell with env in front (env settings, ulimit, pipes).
+CliRun sh(const std::string& script) {
+  CliRun r;
+  FILE* p = popen(cat({"( ", script, " ) 2>&1"}).c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string kvsim() {
+  return cat({"'", KVSIM_BINARY, "' "});
+}
+
+// --- size --plot is an output like the others -------------------------------------------------
+
+TEST_F(CliOutputs, SizePlotNamedThroughASymlinkToTheTraceIsRefused) {
+  if (!have_python()) GTEST_SKIP() << "no python3";
+  fs::create_symlink(trace_, dir_ / "plot.png");
+  const CliRun r =
+      sh(cat({fake_plot_env(), kvsim(), size(cat({"--plot ", (dir_ / "plot.png").string()}))}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is the same file as the trace"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(trace_), trace_text());
+  EXPECT_EQ(temporaries(), 0);
+}
+
+TEST_F(CliOutputs, SizePlotAndJsonMayNotNameOneFile) {
+  const std::string out = (dir_ / "s.out").string();
+  const CliRun r = run_kvsim(size(cat({"--json ", out, " --plot ", out})));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--json and --plot name the same file"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  const CliRun dash = run_kvsim(size("--plot -"));
+  EXPECT_EQ(dash.status, 2) << dash.out;
+  EXPECT_NE(dash.out.find("--plot -: a plot cannot go to stdout"), std::string::npos) << dash.out;
+}
+
+TEST_F(CliOutputs, SizePlotKeepsStdoutJsonCleanAndIsWrittenWhole) {
+  if (!have_python()) GTEST_SKIP() << "no python3";
+  const std::string plot = write("p.svg", "previous plot\n");
+  // stdout only: the script's "wrote ..." line must not land in the JSON.
+  const CliRun r =
+      sh(cat({fake_plot_env(), kvsim(), size(cat({"--json - --plot ", plot})), " 2>/dev/null"}));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find("wrote"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(plot), "PLOT svg\n");  // the format comes from the destination's name
+  EXPECT_EQ(temporaries(), 0);
+  // A failing script leaves the previous plot (and no temporary), even though it wrote half.
+  write("p.svg", "previous plot\n");
+  const CliRun f = sh(cat({"FAIL=1 ", fake_plot_env(), kvsim(), size(cat({"--plot ", plot}))}));
+  EXPECT_EQ(f.status, 2) << f.out;
+  EXPECT_NE(f.out.find("--plot " + plot + ": python3"), std::string::npos) << f.out;
+  EXPECT_EQ(slurp(plot), "previous plot\n");
+  EXPECT_EQ(temporaries(), 0);
+}
+
+TEST_F(CliOutputs, SizePlotDoesNotCreateFolders) {
+  if (!have_python()) GTEST_SKIP() << "no python3";
+  const std::string plot = (dir_ / "missing" / "p.png").string();
+  const CliRun r = sh(cat({fake_plot_env(), kvsim(), size(cat({"--plot ", plot}))}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--plot " + plot + ": cannot open for writing"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "missing"));
+}
+
+TEST_F(CliOutputs, SizeMergeRefusesAPlotThatIsAShard) {
+  const std::string shard = write("a.json", "{}\n");
+  const CliRun r = run_kvsim(cat({"size --merge ", shard, " --plot ", shard}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--plot " + shard + ": is the same file as the --merge input"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(shard), "{}\n");
+}
+
+}  // namespace
