@@ -261,23 +261,26 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
     }
     outputs.finish("--requests");
   }
-  outputs.commit_all();
   fmt::print(stderr, "kvsim replay: {} requests, {} steps in {:.3f} s wall\n",
              result.summary.requests, result.summary.steps, result.summary.wall_seconds);
+  // Every failure is decided before anything is renamed into place: a failed run leaves each
+  // destination as it was (its temporaries go with `outputs`), whatever stdout showed.
   if (result.summary.backend_verified && !result.summary.verification.ok) {
     throw std::runtime_error("KV backend verification failed: " +
-                             result.summary.verification.detail);
+                             result.summary.verification.detail + "; no output file was changed");
   }
   // A replay in which nothing could run measured nothing: the report stays printed, but the
   // configuration is unusable for this trace, so exit as for bad input.
   if (result.summary.requests > 0 && result.summary.rejected == result.summary.requests) {
     fmt::print(stderr,
                "kvsim: error: all {} requests were rejected ({}); max_model_len {}, {} usable "
-               "blocks of {} tokens\n",
+               "blocks of {} tokens; no output file was changed\n",
                result.summary.requests, describe_rejections(result.summary), sc.max_model_len,
                sc.num_gpu_blocks - 1, sc.block_size);
     set_exit_code(kExitBadInput);
+    return;
   }
+  outputs.commit_all();
 }
 
 }  // namespace

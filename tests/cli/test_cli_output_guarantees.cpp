@@ -158,4 +158,19 @@ TEST_F(CliOutputs, SizeMergeRefusesAPlotThatIsAShard) {
   EXPECT_EQ(slurp(shard), "{}\n");
 }
 
+// --- a failed replay changes no file -------------------------------------------------------
+
+TEST_F(CliOutputs, AReplayThatRejectsEveryRequestKeepsThePreviousOutputs) {
+  const std::string json = write("r.json", "previous json\n");
+  const std::string timeline = write("t.csv", "previous timeline\n");
+  const CliRun r =
+      run_kvsim(replay(cat({"--max-model-len 1 --json ", json, " --timeline ", timeline})));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("requests were rejected"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no output file was changed"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(json), "previous json\n");
+  EXPECT_EQ(slurp(timeline), "previous timeline\n");
+  EXPECT_EQ(temporaries(), 0);
+}
+
 }  // namespace
