@@ -22,7 +22,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/engine_core.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
 #include "kvsim/sim/sched/scheduler.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 
@@ -385,6 +388,62 @@ INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenSync, ::testing::ValuesIn(case_name
                            return info.param;
                          });
 
+// The same requests through the whole replay engine (ReplicaEngine: the engine loop, its clock
+// and its never-admittable rule), arrival step k at k ms with 1 ms steps: every request vLLM
+// finished finishes with vLLM's output length, none is rejected (issue 23: async replays aborted
+// requests vLLM admits). Both the general and the lazy steady-decode paths.
+void check_replay_outcome(const std::string& name) {
+  const json j = load_case(name);
+  ReplayConfig c;
+  c.scheduler = config_from(j.at("config"));
+  c.scheduler.async_scheduling = j.at("mode") == "async";
+  Trace t;
+  for (const json& r : j.at("requests")) {
+    TraceRequest& q = t.requests.emplace_back();
+    q.arrival_ns = r.at("arrival_step").get<int64_t>() * 1'000'000;
+    auto tokens = std::make_shared<std::vector<int32_t>>();
+    for (const json& run : r.at("prompt")) {
+      const auto first = run.at(0).get<int32_t>();
+      const auto count = run.at(1).get<int32_t>();
+      for (int32_t x = 0; x < count; ++x) tokens->push_back(first + x);
+    }
+    q.input_tokens = static_cast<int32_t>(tokens->size());
+    q.output_tokens = r.at("max_tokens").get<int32_t>();
+    q.priority = r.at("priority").get<int32_t>();
+    q.prompt_token_ids = std::move(tokens);
+  }
+  const json& fin = j.at("final");
+  for (const bool invariants : {false, true}) {
+    c.check_invariants = invariants;  // on: the general path; off: lazy decodes where eligible
+    FixedStepTime step(1.0);
+    NullKvBackend null;
+    const ReplayResult r = run_replay(c, t, null, step);
+    EXPECT_EQ(r.summary.rejected, 0) << name;
+    EXPECT_EQ(r.summary.finished, static_cast<int64_t>(t.requests.size())) << name;
+    for (size_t i = 0; i < r.requests.size(); ++i) {
+      EXPECT_EQ(r.requests[i].output_tokens, fin.at(i).at(0).get<int32_t>())
+          << name << " request " << i;
+    }
+  }
+}
+
+class VllmGoldenOutcome : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VllmGoldenOutcome, ReplayFinishesWhatVllmFinished) {
+  check_replay_outcome(GetParam());
+}
+
+std::vector<std::string> all_case_names() {
+  std::vector<std::string> v = case_names("sync_");
+  for (std::string& n : case_names("async_")) v.push_back(std::move(n));
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenOutcome, ::testing::ValuesIn(all_case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
 TEST(VllmGoldens, SuiteIsPresent) {
   // A missing or emptied directory must fail, not pass vacuously.
   EXPECT_GE(case_names("sync_").size(), 8u) << goldens_dir();
@@ -392,6 +451,13 @@ TEST(VllmGoldens, SuiteIsPresent) {
   // Hybrid KV layouts (issue 9): sliding window, Gemma-like 5:1, chunked local, starved pool.
   EXPECT_GE(case_names("sync_hybrid_").size(), 5u) << goldens_dir();
   EXPECT_GE(case_names("async_hybrid_").size(), 5u) << goldens_dir();
+  // Admission at the edge (issue 23): an empty pool, a single seat, tiny requests at once.
+  for (const char* edge : {"fcfs_empty_only", "fcfs_single_seat", "fcfs_tiny_at_once"}) {
+    for (const char* mode : {"sync_", "async_"}) {
+      EXPECT_TRUE(std::filesystem::exists(goldens_dir() / (std::string(mode) + edge + ".json.gz")))
+          << mode << edge;
+    }
+  }
 }
 
 }  // namespace

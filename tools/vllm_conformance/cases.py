@@ -139,6 +139,21 @@ HYBRID_STARVED = Workload(num_requests=100, seed=4, suffix_len=(8, 120), output_
                           p_duplicate=0.05, arrivals_per_step=1.0, priority_levels=1,
                           max_total=400)
 
+# Admission at the edge (issue 23): shapes where a request is admitted only once the requests of
+# the batch in flight have finished and freed their blocks or seats (async: one step after the
+# schedule() that could not admit it).
+# Each request needs 38..57 of 63 usable blocks: one at a time, always into an empty pool.
+EMPTY_ONLY = Workload(num_requests=40, seed=5, suffix_len=(600, 900), output_len=(1, 8),
+                      shared_prefix_lens=(48,), p_shared=0.0, p_follow_up=0.0, p_duplicate=0.0,
+                      arrivals_per_step=1e9, priority_levels=1, max_total=1000)
+SINGLE_SEAT = Workload(num_requests=80, seed=6, suffix_len=(8, 400), output_len=(1, 24),
+                       shared_prefix_lens=(48, 100, 200), p_shared=0.4, p_follow_up=0.15,
+                       p_duplicate=0.05, arrivals_per_step=0.3, priority_levels=1, max_total=1000)
+# 300 tiny requests at once, one output token each, 256 seats.
+TINY_AT_ONCE = Workload(num_requests=300, seed=7, suffix_len=(8, 8), output_len=(1, 1),
+                        shared_prefix_lens=(48,), p_shared=0.0, p_follow_up=0.0, p_duplicate=0.0,
+                        arrivals_per_step=1e9, priority_levels=1, max_total=64)
+
 
 def _full() -> dict:
     return {"kind": "full_attention"}
@@ -199,6 +214,16 @@ _BASE_CASES = [
      _config(policy="priority", **STARVED_POOL), STARVED),
     ("fcfs_starved_nocache", "starved pool without prefix caching",
      _config(enable_prefix_caching=False, **STARVED_POOL), STARVED),
+    # Admission at the edge (issue 23).
+    ("fcfs_empty_only", "every request needs more than half the pool (63 usable blocks): each is "
+     "admitted only after the one before has finished",
+     _config(num_gpu_blocks=64, max_model_len=1024, max_num_batched_tokens=1024,
+             max_num_seqs=16), EMPTY_ONLY),
+    ("fcfs_single_seat", "max_num_seqs 1: the next request takes the seat of one that finishes",
+     _config(max_num_seqs=1, num_gpu_blocks=1024), SINGLE_SEAT),
+    ("fcfs_tiny_at_once", "300 requests of 8 prompt tokens and 1 output token at once, 256 seats",
+     _config(max_num_seqs=256, num_gpu_blocks=400, max_model_len=64,
+             max_num_batched_tokens=2048, enable_prefix_caching=False), TINY_AT_ONCE),
     # Hybrid KV cache (issue 9).
     ("hybrid_swa_cache", "gpt-oss-like: full + sliding-window-128 groups (one page size), "
      "prefix caching: window frees, null-padded hits, the fixed point",

@@ -468,6 +468,7 @@ void ReplicaEngine::finish_record(size_t id) {
   latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
                 rec.output_tokens});
   summary_.finished += 1;
+  if (rec.output_tokens < rec.max_tokens) summary_.finished_at_max_model_len += 1;
   summary_.generated_tokens += rec.output_tokens;
   if (rec.preemptions > 0) summary_.preempted_requests += 1;
   sums_.finished_length += rec.prompt_tokens + rec.output_tokens;
@@ -542,9 +543,14 @@ void ReplicaEngine::step_sync() {
 // back to back (see the clock rules in replay.h).
 void ReplicaEngine::step_async() {
   ReplaySummary& sum = summary_;
+  // Nothing running when schedule() runs (it is the step's first call): no request holds a block
+  // or a seat, since a request stays in running until the update that finishes it. Read before
+  // core_.step(), which may process a batch after scheduling: the requests finished there held
+  // their blocks when schedule() ran, and vLLM admits the head on the next step.
+  const bool empty_before = sched_.num_running() == 0;
   const EngineStep st = core_.step();
   bool progress = false;
-  bool stalled = false;  // scheduled nothing while nothing runs: the head can never be admitted
+  bool stalled = false;  // scheduled nothing in an empty engine: the head can never be admitted
   if (st.scheduled != nullptr) {
     const SchedulerOutput& out = *st.scheduled;
     for (int64_t id : out.aborted_req_ids) {
@@ -587,8 +593,9 @@ void ReplicaEngine::step_async() {
     gpu_free_ns_ = batch_end(start, dt);
     end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
     progress = new_work_;
-    stalled = out.total_num_scheduled_tokens == 0 && out.preempted_req_ids.empty() &&
-              sched_.num_running() == 0 && sched_.num_waiting() > 0;
+    stalled = empty_before && out.total_num_scheduled_tokens == 0 &&
+              out.preempted_req_ids.empty() && sched_.num_running() == 0 &&
+              sched_.num_waiting() > 0;
   }
   if (st.processed != nullptr) {
     const SchedulerOutput& out = *st.processed;
@@ -601,7 +608,7 @@ void ReplicaEngine::step_async() {
   }
   if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
   if (stalled) {
-    // As in sync mode: nothing runs (so nothing holds KV) and the head still does not fit.
+    // As in sync mode: nothing held KV when schedule() ran and the head still did not fit.
     Request* head = sched_.abort_waiting_head();
     reject(static_cast<size_t>(head->request_id), RejectReason::NEVER_ADMITTABLE);
     idle_steps_ = 0;
