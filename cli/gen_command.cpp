@@ -51,11 +51,20 @@ void check_flag_combinations(const CLI::App& cmd, const GenArgs& a) {
   }
 }
 
+// The distribution, or an error naming the flag as well as the text.
+LengthDist parse_length_flag(const char* flag, const std::string& spec) {
+  try {
+    return parse_length_dist(spec);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
 void run_gen(const CLI::App& cmd, GenArgs& a) {
   check_flag_combinations(cmd, a);
   a.gen.arrival = parse_gen_arrival(a.arrival);
-  a.gen.input = parse_length_dist(a.input);
-  a.gen.output = parse_length_dist(a.output);
+  a.gen.input = parse_length_flag("--input-len", a.input);
+  a.gen.output = parse_length_flag("--output-len", a.output);
   a.gen.prefix_encoding =
       a.prefix_as == "token-ids" ? PrefixEncoding::TOKEN_IDS : PrefixEncoding::HASH_IDS;
   // empirical:PATH lengths are read from a trace, which the output must not replace.

@@ -90,10 +90,17 @@ CLI::Validator strict_value(std::string type) {
       "", "strict value");
 }
 
+// The conversion type alone: CLI11 appends each validator's description ("INT:>= 0" for a flag
+// with a range check), and a check on the full name let every range-checked flag skip the rule.
+std::string base_type_name(const CLI::Option& opt) {
+  const std::string full = opt.get_type_name();
+  return full.substr(0, full.find(':'));
+}
+
 void apply_value_rules_to(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_type_size_max() == 0) continue;         // a flag: no value
-    opt->transform(strict_value(opt->get_type_name()));  // first, before the range checks
+    opt->transform(strict_value(base_type_name(*opt)));  // first, before the range checks
   }
   for (CLI::App* sub : app.get_subcommands({})) apply_value_rules_to(*sub);
 }

@@ -1,25 +1,22 @@
 // Fuzz target: kvsim's command-line parser (every subcommand's flags, validators and list
 // parsers) on arguments cut from arbitrary bytes at NULs. The commands' work is replaced by a
-// no-op, so only parsing runs. On success exactly one subcommand was chosen.
+// no-op, so only parsing runs. On success exactly one subcommand was chosen, and every integer
+// flag's value reaches CLI11's conversion as canonical decimal text (the strict number rule
+// reached no range-checked flag once: "--max-requests 010" was octal 8).
 //
 // The app is built once per process: building kvsim's ~150 options took ~0.3 s per input under
 // ASan and coverage (CLI11 checks every new option's names against all earlier ones), i.e. 3
-// inputs per second. CLI11's parse() clears the previous parse's results; the variables the
-// options write to keep their last values, but parsing only writes them, so an input's outcome
-// does not depend on the inputs before it.
+// inputs per second. The variables the options write to keep their last values, but parsing
+// only writes them, so an input's outcome does not depend on the inputs before it.
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <new>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
-#include "../cli/commands.h"
-#include "../cli/validators.h"
+#include "../cli/parse_only_app.h"
 #include "fuzz_check.h"
+#include "kvsim/sim/io/parse_number.h"
 
 // The CLI's exit-status store lives in main.cpp, which the fuzzer does not link.
 namespace kvsim::cli {
@@ -31,52 +28,28 @@ int exit_code() {
 
 namespace {
 
-// A subcommand's option storage lives in the captures of its callback (a shared_ptr), so the
-// callback must outlive the parses even though the harness replaces it with a no-op: replacing it
-// through App::callback() alone destroys the storage the options still write to. CLI11 keeps the
-// callback in a protected member; a derived class may name it.
-struct CallbackAccess : CLI::App {
-  static std::function<void()> take(CLI::App& app) {
-    return std::exchange(app.*(&CallbackAccess::final_callback_), {});
-  }
-};
-
-// kvsim's CLI as main.cpp builds it, each subcommand's work replaced by a counter.
-class Cli {
- public:
-  Cli() {
-    app_.require_subcommand(1, 1);
-    app_.set_version_flag("--version", "kvsim");
-    kvsim::cli::register_plan_command(app_);
-    kvsim::cli::register_replay_command(app_);
-    kvsim::cli::register_gen_command(app_);
-    kvsim::cli::register_sweep_command(app_);
-    kvsim::cli::register_size_command(app_);
-    kvsim::cli::apply_value_rules(app_);
-    for (CLI::App* sub : app_.get_subcommands({})) {
-      commands_.push_back(CallbackAccess::take(*sub));
-      sub->callback([this] { ++chosen_; });
+// Each given integer option's value is what parse_integer prints back: no 0x, octal, blanks.
+bool integers_are_canonical(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands()) {
+    for (const CLI::Option* opt : sub->get_options()) {
+      const std::string type = opt->get_type_name();
+      const std::string base = type.substr(0, type.find(':'));
+      if (opt->count() == 0 || (base != "INT" && base != "UINT")) continue;
+      for (const std::string& r : opt->results()) {
+        int64_t v = 0;
+        if (kvsim::parse_integer(r, v) != kvsim::ParseStatus::kOk || std::to_string(v) != r) {
+          return false;
+        }
+      }
     }
   }
-  // Subcommands chosen by a successful parse of `args` (argv without the program name); throws
-  // what CLI11 throws for a refused command line.
-  int parse(const std::vector<std::string>& args) {
-    chosen_ = 0;
-    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes argv reversed
-    app_.parse(reversed);
-    return chosen_;
-  }
-
- private:
-  std::vector<std::function<void()>> commands_;  // declared first: destroyed after the app
-  CLI::App app_{"kvsim"};
-  int chosen_ = 0;
-};
+  return true;
+}
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Cli cli;
+  static kvsim::cli::ParseOnlyApp cli;
   std::vector<std::string> args;
   std::string cur;
   for (size_t i = 0; i < size && args.size() < 64; ++i) {
@@ -97,5 +70,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // a refusal (CLI11's parse errors, --help, --version)
   }
   KVSIM_FUZZ_CHECK(chosen == 1);
+  KVSIM_FUZZ_CHECK(integers_are_canonical(cli.app()));
   return 0;
 }

@@ -117,11 +117,11 @@ TEST_F(CliGen, BadSpecsAreOneLineErrors) {
       "(expected fixed:N, uniform:LO,HI, normal:MEAN,SIGMA, lognormal:MU,SIGMA, zipf:S,MAX or "
       "empirical:PATH)";
   expect_error("gen --input-len bogus:1",
-               "length distribution 'bogus:1': unknown kind 'bogus' " + forms);
+               "--input-len: length distribution 'bogus:1': unknown kind 'bogus' " + forms);
   expect_error("gen --output-len uniform:5",
-               "length distribution 'uniform:5': needs 2 number(s) " + forms);
+               "--output-len: length distribution 'uniform:5': needs 2 number(s) " + forms);
   expect_error("gen --input-len fixed:1x",
-               "length distribution 'fixed:1x': '1x' is not a number " + forms);
+               "--input-len: length distribution 'fixed:1x': '1x' is not a number " + forms);
   expect_error("gen --seed -1", "--seed: '-1' is not a non-negative integer");
   expect_error("gen --seed 18446744073709551616",
                "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");

@@ -102,10 +102,11 @@ TEST_F(CliOverflow, GenPromptLimits) {
   // Used to build 134M hash ids per request and hang.
   expect_error("gen -o '" + out + "' -n 2 --prefix-groups 3 --prefix-tokens 2147483647",
                "--prefix-tokens must be < 16777216 (the longest generated prompt; got 2147483647)");
-  expect_error("gen -o '" + out + "' -n 2 --input-len fixed:99999999999",
-               "length distribution 'fixed:99999999999': N must be an integer in [1, 16777216] "
-               "(expected fixed:N, uniform:LO,HI, normal:MEAN,SIGMA, lognormal:MU,SIGMA, "
-               "zipf:S,MAX or empirical:PATH)");
+  expect_error(
+      "gen -o '" + out + "' -n 2 --input-len fixed:99999999999",
+      "--input-len: length distribution 'fixed:99999999999': N must be an integer in [1, 16777216] "
+      "(expected fixed:N, uniform:LO,HI, normal:MEAN,SIGMA, lognormal:MU,SIGMA, "
+      "zipf:S,MAX or empirical:PATH)");
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
