@@ -39,8 +39,27 @@ void install_interrupt_handlers() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  // A closed terminal (SIGHUP) is a request to stop like any other.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // A closed pipe or a file size limit would kill the process silently, leaving temporaries:
+  // ignored, the write fails with EPIPE / EFBIG and the write error path reports and cleans up.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (const int sig : {SIGPIPE, SIGXFSZ}) sigaction(sig, &ignore, nullptr);
+}
+
+const char* signal_name(int signal) {
+  switch (signal) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
+  }
 }
 
 int interrupt_signal() {
@@ -48,8 +67,7 @@ int interrupt_signal() {
 }
 
 Interrupted::Interrupted(int signal)
-    : std::runtime_error(std::string("interrupted by ") +
-                         (signal == SIGINT ? "SIGINT" : "SIGTERM") +
+    : std::runtime_error(std::string("interrupted by ") + signal_name(signal) +
                          "; no output file was written or changed"),
       signal_(signal) {}
 

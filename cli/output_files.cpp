@@ -73,6 +73,14 @@ std::optional<FileId> file_id(const std::string& path) {
   return FileId{st.st_dev, st.st_ino};
 }
 
+// Whether a path names the file stdout is (/dev/stdout, /proc/self/fd/1, the file stdout was
+// redirected to): writing it by name as well as through "-" would interleave or lose one.
+bool is_stdout(const std::string& path) {
+  struct stat out {};
+  if (::fstat(STDOUT_FILENO, &out) != 0) return false;
+  return file_id(path) == FileId{out.st_dev, out.st_ino};
+}
+
 mode_t current_umask() {
   const mode_t m = ::umask(0);
   ::umask(m);
@@ -87,6 +95,7 @@ struct OutputFiles::Entry {
   std::string key;          // normalized path, for duplicate detection of files not yet there
   std::string destination;  // path renamed over (symlinks resolved)
   std::string temp;         // temporary path; empty when written in place or to stdout
+  bool to_stdout = false;   // "-", or a path that names stdout's file: written to fd 1
   int temp_slot = -1;       // interrupt.h registration
   int fd = -1;
   std::unique_ptr<FdBuf> buf;
@@ -103,7 +112,7 @@ OutputFiles::~OutputFiles() {
 void OutputFiles::discard(Entry& e) {
   e.stream.reset();
   e.buf.reset();
-  if (e.fd >= 0) ::close(e.fd);
+  if (e.fd >= 0 && !e.to_stdout) ::close(e.fd);
   e.fd = -1;
   if (!e.temp.empty()) ::unlink(e.temp.c_str());
   unregister_temporary(e.temp_slot);
@@ -125,19 +134,23 @@ void OutputFiles::add(const std::string& flag, const std::string& path) {
     if (!ec) key = canon.string();
   }
   const std::optional<FileId> id = path == "-" ? std::nullopt : file_id(path);
+  const bool to_stdout = path == "-" || is_stdout(path);
   for (const auto& e : entries_) {
-    const bool same = e->key == key || (id && e->path != "-" && file_id(e->path) == id);
-    if (same) {
+    if (to_stdout && e->to_stdout) {
       throw std::invalid_argument(
-          path == "-" ? fmt::format("{} - and {} - both write to stdout; give at most one '-'",
-                                    e->flag, flag)
-                      : fmt::format("{} and {} name the same file '{}'", e->flag, flag, path));
+          fmt::format("{} {} and {} {} both write to stdout; give at most one '-'", e->flag,
+                      e->path, flag, path));
+    }
+    if (e->key == key || (id && e->path != "-" && file_id(e->path) == id)) {
+      throw std::invalid_argument(
+          fmt::format("{} and {} name the same file '{}'", e->flag, flag, path));
     }
   }
   auto e = std::make_unique<Entry>();
   e->flag = flag;
   e->path = path;
   e->key = key;
+  e->to_stdout = to_stdout;
   entries_.push_back(std::move(e));
 }
 
@@ -161,7 +174,17 @@ void OutputFiles::open_all() {
   refuse_inputs();  // nothing is created while an output would destroy an input
   for (auto& ep : entries_) {
     Entry& e = *ep;
-    if (e.path == "-" || e.stream) continue;
+    if (e.stream) continue;
+    if (e.to_stdout) {
+      // Its own buffer over fd 1 (std::cout holds nothing of it), so a failed write keeps its
+      // errno: EPIPE from `| head` is reported naming the flag.
+      std::cout.flush();
+      std::fflush(stdout);
+      e.fd = STDOUT_FILENO;
+      e.buf = std::make_unique<FdBuf>(e.fd);
+      e.stream = std::make_unique<std::ostream>(e.buf.get());
+      continue;
+    }
     struct stat st {};
     const bool exists = ::stat(e.path.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) {
@@ -204,7 +227,7 @@ void OutputFiles::open_all() {
 
 bool OutputFiles::uses_stdout() const {
   for (const auto& e : entries_) {
-    if (e->path == "-") return true;
+    if (e->to_stdout) return true;
   }
   return false;
 }
@@ -225,14 +248,13 @@ OutputFiles::Entry& OutputFiles::get(const std::string& flag) {
 
 std::ostream& OutputFiles::stream(const std::string& flag) {
   Entry& e = get(flag);
-  if (e.path == "-") return std::cout;
   if (!e.stream) throw std::logic_error("OutputFiles: " + flag + " was not opened");
   return *e.stream;
 }
 
 const std::string& OutputFiles::write_path(const std::string& flag) {
   Entry& e = get(flag);
-  if (e.path == "-" || !e.stream) {
+  if (e.to_stdout || !e.stream) {
     throw std::logic_error("OutputFiles: " + flag + " has no path to write to");
   }
   return e.temp.empty() ? e.path : e.temp;
@@ -240,15 +262,24 @@ const std::string& OutputFiles::write_path(const std::string& flag) {
 
 void OutputFiles::finish(const std::string& flag) {
   Entry& e = get(flag);
-  if (e.path == "-") {
-    std::cout.flush();  // main() checks stdout's final state
-    e.finished = true;
-    return;
-  }
   if (!e.stream) throw std::logic_error("OutputFiles: " + flag + " was not opened");
   e.stream->flush();
   int err = e.buf->error();
   if (err == 0 && !*e.stream) err = EIO;
+  if (e.to_stdout) {
+    // Nothing to sync or close: stdout stays open for main(), which checks it at exit.
+    e.stream.reset();
+    e.buf.reset();
+    e.fd = -1;
+    if (err != 0) {
+      // Worded as main()'s check of stdout, with the flag and the path added.
+      throw std::runtime_error(
+          fmt::format("writing standard output failed ({} {}): {}; the output is incomplete",
+                      e.flag, e.path, std::strerror(err)));
+    }
+    e.finished = true;
+    return;
+  }
   // Some file systems report a full disk or a quota only when the data reaches the disk.
   if (err == 0 && !e.temp.empty() && ::fsync(e.fd) != 0) err = errno;
   if (err == 0 && ::close(e.fd) != 0)

@@ -1,7 +1,9 @@
 // The output files of one command. What they guarantee (docs/files.md):
 // - No output may be an input: an output path that resolves to the same file (device and inode,
 //   symlinks followed) as any registered input is refused before anything is opened.
-// - Two outputs may not name the same file, and at most one may be "-" (stdout).
+// - Two outputs may not name the same file, and at most one may be "-" (stdout). A path that
+//   names the file stdout is (/dev/stdout, or the file stdout is redirected to; device and inode
+//   of fstat(1)) counts as "-": it is written to stdout, and a second one is refused.
 // - A regular-file output is written to a temporary file in the destination's directory
 //   (".NAME.kvsim-XXXXXX"), flushed and fsync'ed, and renamed over the destination only by
 //   commit_all(), after every output of the command is complete. Until then the destination is
@@ -9,7 +11,7 @@
 //   the temporaries. A path that names an existing non-regular file (/dev/null, a FIFO, a
 //   terminal) is written in place, since it cannot be replaced by a rename.
 // - A failed write names the flag, the path and the cause (strerror, e.g. "No space left on
-//   device").
+//   device"; "Broken pipe" and "File too large" too, since SIGPIPE/SIGXFSZ are ignored).
 // Paths are opened by open_all(), before the (possibly long) run, so a bad path fails in a second.
 #pragma once
 
@@ -47,7 +49,8 @@ class OutputFiles {
   // True when some output goes to stdout ("-").
   bool uses_stdout() const;
 
-  // The stream for `flag` (std::cout for "-"); the flag must be registered and opened.
+  // The stream for `flag` (for stdout, a buffer of its own over fd 1); the flag must be
+  // registered and opened.
   std::ostream& stream(const std::string& flag);
 
   // The path `flag`'s bytes go to until commit_all(): the temporary file, or the destination

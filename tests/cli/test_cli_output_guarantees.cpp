@@ -173,4 +173,84 @@ TEST_F(CliOutputs, AReplayThatRejectsEveryRequestKeepsThePreviousOutputs) {
   EXPECT_EQ(temporaries(), 0);
 }
 
+// --- SIGPIPE, SIGXFSZ and SIGHUP ---------------------------------------------------------------
+
+// 300 requests of 50 decode steps: a timeline of some 20 KB.
+std::string long_trace_text() {
+  std::string t = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+  for (int i = 0; i < 300; ++i)
+    t += cat({std::to_string(i), ".5,", std::to_string(100 + i), ",50\n"});
+  return t;
+}
+
+TEST_F(CliOutputs, AFileSizeLimitIsAWriteErrorNotASilentDeath) {
+  const std::string trace = write("long.csv", long_trace_text());
+  const std::string out = write("t.csv", "previous timeline\n");
+  // ulimit -f counts KiB: the timeline is larger, so a write fails with EFBIG (SIGXFSZ ignored).
+  const CliRun r = sh(cat({"ulimit -f 4; ", kvsim(), "replay ", trace,
+                           " --step-time fixed:5 --no-progress --timeline ", out, " >/dev/null"}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(cat({"--timeline ", out, ": cannot write: File too large"})),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(out), "previous timeline\n");
+  EXPECT_EQ(temporaries(), 0);
+}
+
+TEST_F(CliOutputs, AClosedStdoutPipeIsAWriteErrorNamingTheFlag) {
+  const std::string trace = write("long.csv", long_trace_text());
+  const std::string json = write("r.json", "previous json\n");
+  // The reader is gone before kvsim writes: every write to stdout fails with EPIPE.
+  const CliRun r = sh(cat({"{ sleep 0.3; ", kvsim(), "replay ", trace,
+                           " --step-time fixed:5 --no-progress --timeline - --json ", json,
+                           "; echo \"status=$?\" >&2; } | true"}));
+  EXPECT_NE(r.out.find("status=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("writing standard output failed (--timeline -): Broken pipe"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(json), "previous json\n");
+  EXPECT_EQ(temporaries(), 0);
+}
+
+TEST_F(CliOutputs, SighupStopsAReplayLikeSigterm) {
+  const std::string big = (dir_ / "big.jsonl").string();
+  ASSERT_EQ(run_kvsim(cat({"gen -q -n 400000 --rate 2000 -o ", big})).status, 0);
+  const std::string out = write("t.csv", "previous output\n");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+    ::execl(KVSIM_BINARY, KVSIM_BINARY, "replay", big.c_str(), "--step-time", "fixed:5",
+            "--no-progress", "--timeline", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 24000 && temporaries() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(temporaries(), 1);
+  ::kill(pid, SIGHUP);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGHUP);
+  EXPECT_EQ(slurp(out), "previous output\n");
+  EXPECT_EQ(temporaries(), 0);
+}
+
+// --- a path that is stdout counts as "-" ---------------------------------------------------
+
+TEST_F(CliOutputs, DevStdoutIsADuplicateOfDash) {
+  const CliRun r = run_kvsim(replay("--json /dev/stdout --timeline -"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--json /dev/stdout and --timeline - both write to stdout"),
+            std::string::npos)
+      << r.out;
+  // Alone it is stdout: the JSON replaces the report there instead of being mixed into it.
+  const CliRun alone = run_kvsim(replay("--json /dev/stdout"), "2>/dev/null");
+  EXPECT_EQ(alone.status, 0) << alone.out;
+  EXPECT_EQ(alone.out.rfind("{", 0), 0u) << alone.out;
+}
+
 }  // namespace
