@@ -220,6 +220,26 @@ TEST(Replay, OffByOnePoolRejectsInsteadOfHanging) {
   EXPECT_EQ(g.summary.rejected_by_reason[static_cast<size_t>(RejectReason::OUTGREW_POOL)], 1);
 }
 
+// A request whose trace output does not fit max_model_len stops there: finished, and counted
+// apart (issue 23), in the summary, the text report and the JSON.
+TEST(Replay, RequestsCutAtMaxModelLenHaveTheirOwnCount) {
+  Trace t;
+  t.requests = {tr(0, 10, 5), tr(0, 10, 35), tr(0, 4, 40), tr(0, 4, 35)};
+  ReplayConfig c = small_config(100, 4, 40);
+  FixedStepTime step(1.0);
+  NullKvBackend null;
+  for (bool async : {false, true}) {
+    c.scheduler.async_scheduling = async;
+    const ReplayResult r = run_replay(c, t, null, step);
+    EXPECT_EQ(r.summary.finished, 4) << async;
+    // 10 + 35 and 4 + 40 reach 40 tokens at 30 and 36 outputs; 4 + 35 = 39 fits.
+    EXPECT_EQ(r.summary.finished_at_max_model_len, 2) << async;
+    EXPECT_EQ(r.requests[1].output_tokens, 30);
+    EXPECT_EQ(r.requests[2].output_tokens, 36);
+    EXPECT_EQ(r.requests[3].output_tokens, 35);
+  }
+}
+
 struct RandomCase {
   Trace trace;
   ReplayConfig config;

@@ -44,6 +44,7 @@ ReplaySummary merge_replica_summaries(std::span<const ReplaySummary> summaries,
     const ReplaySummary& s = summaries[r];
     c.requests += s.requests;
     c.finished += s.finished;
+    c.finished_at_max_model_len += s.finished_at_max_model_len;
     c.rejected += s.rejected;
     for (size_t i = 0; i < c.rejected_by_reason.size(); ++i) {
       c.rejected_by_reason[i] += s.rejected_by_reason[i];

@@ -66,6 +66,7 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["gpu"] = ctx.gpu;
   j["requests"] = s.requests;
   j["finished"] = s.finished;
+  j["finished_at_max_model_len"] = s.finished_at_max_model_len;
   j["rejected"] = s.rejected;
   nlohmann::ordered_json by_reason = nlohmann::ordered_json::object();
   for (int i = 0; i < kNumRejectReasons; ++i) {
@@ -220,7 +221,12 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                  "peak {}\n\n",
                  s.steps, s.mean_running, s.p50_running, s.p99_running, s.peak_running);
 
-  fmt::format_to(out, "Requests: {} finished, {} rejected", s.finished, s.rejected);
+  fmt::format_to(out, "Requests: {} finished", s.finished);
+  if (s.finished_at_max_model_len > 0) {
+    fmt::format_to(out, " ({} cut short at max_model_len {})", s.finished_at_max_model_len,
+                   s.max_model_len);
+  }
+  fmt::format_to(out, ", {} rejected", s.rejected);
   bool first = true;
   for (int i = 0; i < kNumRejectReasons; ++i) {
     const int64_t n = s.rejected_by_reason[static_cast<size_t>(i)];

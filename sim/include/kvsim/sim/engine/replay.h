@@ -131,6 +131,9 @@ struct KVCacheGroupSummary {
 struct ReplaySummary {
   int64_t requests = 0;  // trace requests offered
   int64_t finished = 0;
+  // Of those, stopped by max_model_len before max_tokens (vLLM FINISHED_LENGTH_CAPPED, but cut
+  // short: the trace asked for more output than the context holds).
+  int64_t finished_at_max_model_len = 0;
   int64_t rejected = 0;
   std::array<int64_t, kNumRejectReasons> rejected_by_reason{};
   int64_t steps = 0;        // schedule() calls that scheduled >= 1 token
