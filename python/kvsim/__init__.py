@@ -128,8 +128,8 @@ def read_trace(
     """
     given = dict(locals())
     given.pop("path")
+    kw = _options.group("read_trace", given, _options.TRACE_KEYS)  # values first, as the CLI
     _options.check_trace_combinations("read_trace", given)
-    kw = _options.group("read_trace", given, _options.TRACE_KEYS)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"read_trace(): path must be a path (got {path!r})")
     trace = Trace(_kvsim.read_trace(os.fspath(path), kw))
@@ -230,12 +230,12 @@ def replay(
     """
     given = dict(locals())
     t = _as_trace("replay", given.pop("trace"))
-    _options.check_replay_combinations("replay", given)
     plan_kw = _options.group("replay", given, _options.PLAN_KEYS)
     sched_kw = _options.group("replay", given, _options.SCHEDULER_KEYS)
     replay_kw = _options.group("replay", given, _options.REPLAY_KEYS)
     clustered = _options.cluster_mode(given)
     cluster_kw = _options.group("replay", given, _options.CLUSTER_KEYS) if clustered else None
+    _options.check_replay_combinations("replay", given)  # after the values, as the CLI
     text, report, raw_timeline, raw_requests = _kvsim.replay(t._handle, plan_kw, sched_kw,
                                                              replay_kw, cluster_kw)
     import json
@@ -320,6 +320,10 @@ def sweep(
                 raise TypeError(f"sweep(): {name} must hold numbers (got {v!r})")
             if kind is str and not isinstance(v, str):
                 raise TypeError(f"sweep(): {name} must hold strings (got {v!r})")
+            if kind is int:
+                _options.check_int_range("sweep", name, int(v))
+            if kind is float:
+                _options.check_finite("sweep", name, float(v))
             out.append(kind(v))
         return out
 
@@ -485,6 +489,8 @@ def size(
                 raise TypeError(f"size(): {name} must hold integers (got {v!r})")
             if kind is str and not isinstance(v, str):
                 raise TypeError(f"size(): {name} must hold strings (got {v!r})")
+            if kind is int:
+                _options.check_int_range("size", name, int(v))
             out.append(kind(v))
         return out
 

@@ -79,6 +79,22 @@ def _fail(fn: str, message: str, error: type = ValueError) -> None:
     raise error(f"{fn}(): {message}")
 
 
+def check_int_range(fn: str, name: str, value: int, uint64: bool = False) -> int:
+    """The CLI's integer rule: a 64-bit signed value (seeds: unsigned), never clamped."""
+    lo, hi = (0, 2**64 - 1) if uint64 else (-2**63, 2**63 - 1)
+    if not lo <= value <= hi:
+        bound = "2**64 - 1" if uint64 else "2**63 - 1"
+        _fail(fn, f"{name} is out of range (at most {bound}; got {value})")
+    return value
+
+
+def check_finite(fn: str, name: str, value: float) -> float:
+    """The CLI's number rule: finite (no inf, no nan)."""
+    if not math.isfinite(value):
+        _fail(fn, f"{name} must be finite (got {value})")
+    return value
+
+
 def _check(fn: str, name: str, value: Any) -> Any:
     """Returns the value as the extension wants it, or raises TypeError/ValueError."""
     if name in _BOOL:
@@ -100,13 +116,11 @@ def _check(fn: str, name: str, value: Any) -> Any:
     if name in _INT_POSITIVE + _INT_NON_NEGATIVE + _INT_ANY:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             _fail(fn, f"{name} must be an integer (got {value!r})", TypeError)
-        value = int(value)
+        value = check_int_range(fn, name, int(value), uint64=name in _UINT64)
         if name in _INT_POSITIVE and value <= 0:
             _fail(fn, f"{name} must be > 0 (got {value})")
         if name in _INT_NON_NEGATIVE and value < 0:
             _fail(fn, f"{name} must be >= 0 (got {value})")
-        if name in _UINT64 and value >= 2**64:
-            _fail(fn, f"{name} must be < 2**64 (got {value})")
         return value
     if name in _FLOAT_POSITIVE + _FLOAT_NON_NEGATIVE + _FLOAT_ANY + ("watermark",):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -159,4 +173,7 @@ def check_replay_combinations(fn: str, given: Mapping[str, Any]) -> None:
 def cluster_mode(given: Mapping[str, Any]) -> bool:
     """The CLI's rule: the cluster engine runs when any cluster or SLO flag is given (so
     replicas=1 gives the cluster JSON; no cluster keyword, the plain replay's)."""
-    return any(given.get(k) is not None and given.get(k) is not False for k in CLUSTER_KEYS)
+    # slo_stop_early=False is the default; any other value given (even a wrong False) counts, so
+    # that it is checked rather than dropped.
+    return any(given.get(k) is not None and not (k == "slo_stop_early" and given[k] is False)
+               for k in CLUSTER_KEYS)

@@ -1,7 +1,11 @@
 #include "options.h"
 
+#include <limits>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 
+#include <fmt/core.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -22,15 +26,35 @@ class Kwargs {
   template <typename T>
   void take(const char* key, T& into) {
     if (!d_.contains(key)) return;
-    into = nb::cast<T>(d_[key]);
+    into = cast<T>(key, d_[key]);
     nb::del(d_[key]);
   }
   template <typename T>
   void take(const char* key, std::optional<T>& into) {
     if (!d_.contains(key)) return;
     nb::handle v = d_[key];
-    if (!v.is_none()) into = nb::cast<T>(v);
+    if (!v.is_none()) into = cast<T>(key, v);
     nb::del(d_[key]);
+  }
+
+  // The Python layer checked the type, so a failed cast is an integer outside the field's
+  // range (an int32 setting given 2**40): a ValueError naming the keyword, never std::bad_cast.
+  template <typename T>
+  static T cast(const char* key, nb::handle v) {
+    try {
+      return nb::cast<T>(v);
+    } catch (const std::bad_cast&) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        throw nb::value_error(fmt::format("{} is out of range (expected {} .. {}; got {})", key,
+                                          std::numeric_limits<T>::min(),
+                                          std::numeric_limits<T>::max(),
+                                          nb::cast<std::string>(nb::repr(v)))
+                                  .c_str());
+      }
+      throw nb::type_error(
+          fmt::format("{}: unexpected type {}", key, nb::cast<std::string>(nb::repr(v.type())))
+              .c_str());
+    }
   }
 
   void finish() const {
