@@ -122,6 +122,21 @@ ClusterConfig to_cluster_config(const ClusterOptions& o) {
     throw std::invalid_argument(
         fmt::format("--kv-aware-load-weight {}: must be >= 0", o.kv_aware_load_weight));
   }
+  // A knob of a router other than the chosen one would be ignored silently (a value other than
+  // its default is what "given" can mean here: Python passes the same struct).
+  const ClusterOptions d;
+  const auto needs_router = [&o, &c](const char* flag, bool changed, RouterPolicy policy) {
+    if (changed && c.router != policy) {
+      throw std::invalid_argument(
+          fmt::format("{} needs --router {} (got --router {})", flag, to_string(policy), o.router));
+    }
+  };
+  needs_router("--affinity-prefix-blocks", o.affinity_prefix_blocks != d.affinity_prefix_blocks,
+               RouterPolicy::PREFIX_AFFINITY);
+  needs_router("--affinity-load-factor", o.affinity_load_factor != d.affinity_load_factor,
+               RouterPolicy::PREFIX_AFFINITY);
+  needs_router("--kv-aware-load-weight", o.kv_aware_load_weight != d.kv_aware_load_weight,
+               RouterPolicy::KV_AWARE);
   c.affinity_prefix_blocks = o.affinity_prefix_blocks;
   c.affinity_load_factor = o.affinity_load_factor;
   c.kv_aware_load_weight = o.kv_aware_load_weight;

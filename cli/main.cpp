@@ -5,6 +5,7 @@
 #include <exception>
 #include <iostream>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -54,6 +55,21 @@ int finish_stdout(int status) {
   return status;
 }
 
+// The first argument that is not a flag names the command. CLI11 acts on --help before it
+// notices an unknown command, so `kvsim NOSUCHCOMMAND --help` printed the main help and exited 0.
+void check_command_name(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.starts_with("-")) continue;  // the main app's flags take no value
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == arg) return;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    throw std::invalid_argument("unknown command '" + arg + "' (expected " + names + ")");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +85,7 @@ int main(int argc, char** argv) {
   kvsim::cli::install_interrupt_handlers();
   int status = 0;
   try {
+    check_command_name(app, argc, argv);
     app.parse(argc, argv);
     status = kvsim::cli::exit_code();
   } catch (const CLI::CallForHelp& e) {

@@ -100,6 +100,39 @@ GpuSpec resolve_gpu(const PlanOptions& o) {
 
 }  // namespace
 
+void check_kv_cache_dtype(std::string_view flag, std::string_view value) {
+  for (const char* d :
+       {"auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"}) {
+    if (value == d) return;
+  }
+  throw std::invalid_argument(fmt::format(
+      "{}: unknown value '{}' (expected auto, bfloat16, float16, float32, fp8, fp8_e4m3, "
+      "fp8_e5m2 or fp8_ds_mla)",
+      flag, value));
+}
+
+CLI::Validator kv_cache_dtype_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          check_kv_cache_dtype("", s);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what()).substr(2);  // CLI11 prefixes the flag itself
+        }
+        return "";
+      },
+      "");
+}
+
+void check_kv_cache_dtype_for_model(std::string_view flag, std::string_view value,
+                                    const ModelSpec& model) {
+  check_kv_cache_dtype(flag, value);
+  if (value == "fp8_ds_mla" && !model.use_mla) {
+    throw std::invalid_argument(
+        fmt::format("{}: fp8_ds_mla needs an MLA model ('{}' is not one)", flag, model.name));
+  }
+}
+
 void add_model_card_options(CLI::App* app, PlanOptions& o) {
   const std::string models = model_preset_names();
   const std::string gpus = gpu_preset_names();
@@ -135,7 +168,9 @@ void add_model_card_options(CLI::App* app, PlanOptions& o) {
       ->group("Card")
       ->capture_default_str();
   app->add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                  "auto|bfloat16|float16|fp8|fp8_e4m3|fp8_e5m2|float32 (auto = model dtype)")
+                  "auto|bfloat16|float16|fp8|fp8_e4m3|fp8_e5m2|float32|fp8_ds_mla (auto = model "
+                  "dtype; fp8_ds_mla: MLA models)")
+      ->check(kv_cache_dtype_validator())
       ->group("Card")
       ->capture_default_str();
   app->add_option("--tensor-parallel-size,--tp", o.tensor_parallel_size,

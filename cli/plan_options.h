@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -62,5 +63,13 @@ PlanInputs resolve_plan_inputs(const PlanOptions& opts);
 
 // True when the card came from the default (no --gpu, no --vram-gib).
 bool uses_default_gpu(const PlanOptions& opts);
+
+// Refuses a --kv-cache-dtype value vLLM does not know, listing the ones it does: "FLAG: unknown
+// value 'fp88' (expected auto, ...)". fp8_ds_mla is known but needs an MLA model (the planner
+// says so once the model is resolved; check_kv_cache_dtype_for_model says it up front).
+void check_kv_cache_dtype(std::string_view flag, std::string_view value);
+CLI::Validator kv_cache_dtype_validator();
+void check_kv_cache_dtype_for_model(std::string_view flag, std::string_view value,
+                                    const ModelSpec& model);
 
 }  // namespace kvsim::cli

@@ -312,6 +312,9 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
 
   SizeBase base;
   base.plan = resolve_plan_inputs(o.plan);
+  for (const std::string& d : o.axes.kv_cache_dtypes) {
+    check_kv_cache_dtype_for_model("--kv-cache-dtype", d, base.plan.model);
+  }
   resolve_max_model_len(base.plan, trace);
   apply(o.sched, base.settings);
   base.settings.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -445,7 +448,10 @@ void register_size_command(CLI::App& app) {
       ->group(grid);
   list_option(cmd, "--kv-cache-dtype", "KV cache dtypes, e.g. auto,fp8 (default auto)",
               [&o](const std::string& s) {
-                append(o.axes.kv_cache_dtypes, split_list("--kv-cache-dtype", s));
+                for (const std::string& d : split_list("--kv-cache-dtype", s)) {
+                  check_kv_cache_dtype("--kv-cache-dtype", d);  // a typo up front, as --gpus
+                  o.axes.kv_cache_dtypes.push_back(d);
+                }
               })
       ->group(grid);
   list_option(cmd, "--block-sizes", "Block sizes (default 16)", [&o](const std::string& s) {

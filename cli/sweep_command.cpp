@@ -116,6 +116,9 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
 
   SweepBase base;
   base.plan = resolve_plan_inputs(o.plan);
+  for (const std::string& d : o.axes.kv_cache_dtypes) {
+    check_kv_cache_dtype_for_model("--kv-cache-dtypes", d, base.plan.model);
+  }
   apply(o.sched, base.settings);
   base.step_time = o.sched.step_time;
 
@@ -240,7 +243,10 @@ void register_sweep_command(CLI::App& app) {
               })
       ->group(grid);
   list_option(cmd, "--kv-cache-dtypes", "KV dtypes, e.g. bfloat16,fp8", [&o](const std::string& s) {
-    append(o.axes.kv_cache_dtypes, split_list("--kv-cache-dtypes", s));
+    for (const std::string& d : split_list("--kv-cache-dtypes", s)) {
+      check_kv_cache_dtype("--kv-cache-dtypes", d);  // refused before any replay runs
+      o.axes.kv_cache_dtypes.push_back(d);
+    }
   })->group(grid);
   list_option(cmd, "--max-num-seqs", "max_num_seqs values (default: vLLM's for the card)",
               [&o](const std::string& s) {
