@@ -38,7 +38,9 @@ void install_interrupt_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  // No SA_RESTART: a blocking open or read (a FIFO trace without a writer, a stalled pipe)
+  // returns EINTR, so the signal is answered at once instead of at the next poll, never.
+  sa.sa_flags = 0;
   // A closed terminal (SIGHUP) is a request to stop like any other.
   for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
   // A closed pipe or a file size limit would kill the process silently, leaving temporaries:

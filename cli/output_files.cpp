@@ -46,7 +46,9 @@ class FdBuf : public std::streambuf {
     while (p < pptr()) {
       const ssize_t n = ::write(fd_, p, static_cast<size_t>(pptr() - p));
       if (n < 0) {
-        if (errno == EINTR) continue;
+        // A signal during a blocked write (a FIFO or pipe nobody reads) ends it when it is an
+        // interrupt (the handlers do not restart system calls), else the write is retried.
+        if (errno == EINTR && interrupt_signal() == 0) continue;
         error_ = errno;
         return false;
       }
@@ -195,6 +197,7 @@ void OutputFiles::open_all() {
       // A device, FIFO or socket cannot be replaced by a rename: write to it as it is.
       e.fd = ::open(e.path.c_str(), O_WRONLY | O_CLOEXEC);
       if (e.fd < 0) {
+        if (errno == EINTR) throw_if_interrupted();  // a FIFO without a reader, then Ctrl-C
         throw std::runtime_error(fmt::format("{} {}: cannot open for writing: {}", e.flag, e.path,
                                              std::strerror(errno)));
       }
@@ -271,6 +274,7 @@ void OutputFiles::finish(const std::string& flag) {
     e.stream.reset();
     e.buf.reset();
     e.fd = -1;
+    if (err == EINTR) throw_if_interrupted();
     if (err != 0) {
       // Worded as main()'s check of stdout, with the flag and the path added.
       throw std::runtime_error(
@@ -289,6 +293,7 @@ void OutputFiles::finish(const std::string& flag) {
   e.fd = -1;
   if (err != 0) {
     discard(e);
+    if (err == EINTR) throw_if_interrupted();
     throw std::runtime_error(fmt::format("{} {}: cannot write: {}; nothing was written there",
                                          e.flag, e.path, std::strerror(err)));
   }

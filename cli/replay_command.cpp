@@ -104,13 +104,21 @@ bool cluster_mode(const CLI::App& cmd) {
 }
 
 // "2 prompt_too_long, 1 empty_prompt" for the rejection summary line.
-std::string describe_rejections(const ReplaySummary& s) {
+// The reasons with their counts; a cluster's admission control refusals too (without them the
+// message read "all 200 requests were rejected ()").
+std::string describe_rejections(const ReplaySummary& s, const ClusterResult* cluster) {
   std::string out;
   for (int i = 0; i < kNumRejectReasons; ++i) {
     if (s.rejected_by_reason[static_cast<size_t>(i)] == 0) continue;
     out += fmt::format("{}{} {}", out.empty() ? "" : ", ",
                        s.rejected_by_reason[static_cast<size_t>(i)],
                        to_string(static_cast<RejectReason>(i)));
+  }
+  for (int i = 0; cluster != nullptr && i < kNumAdmissionRejectReasons; ++i) {
+    const int64_t n = cluster->admission_rejected_by_reason[static_cast<size_t>(i)];
+    if (n == 0) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n,
+                       to_string(static_cast<AdmissionRejectReason>(i)));
   }
   return out;
 }
@@ -138,11 +146,13 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   // A plain replay that writes no per-request rows streams the trace (memory follows the
   // requests in flight: trace_stream.h), unless the trace must be sorted first; a cluster
   // replay, per-request rows and host/cuda pools keep the trace read whole.
+  // A pipe or FIFO cannot be read twice: read whole, once.
   std::optional<TraceStream> stream;
-  if (!clustered && o.backend == "null" && o.requests_path.empty()) {
+  if (!clustered && o.backend == "null" && o.requests_path.empty() &&
+      trace_is_rereadable(o.trace_path)) {
     stream = TraceStream::open(o.trace_path, o.trace);
   }
-  const Trace whole = stream ? Trace{} : read_trace(o.trace_path, o.trace);
+  const Trace whole = stream ? Trace{} : read_cli_trace(o.trace_path, o.trace);
   const Trace& trace = stream ? stream->header() : whole;
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim replay"));
   require_requests(trace,
@@ -275,8 +285,9 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
     fmt::print(stderr,
                "kvsim: error: all {} requests were rejected ({}); max_model_len {}, {} usable "
                "blocks of {} tokens; no output file was changed\n",
-               result.summary.requests, describe_rejections(result.summary), sc.max_model_len,
-               sc.num_gpu_blocks - 1, sc.block_size);
+               result.summary.requests,
+               describe_rejections(result.summary, clustered ? &*cluster_result : nullptr),
+               sc.max_model_len, sc.num_gpu_blocks - 1, sc.block_size);
     set_exit_code(kExitBadInput);
     return;
   }

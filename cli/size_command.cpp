@@ -306,7 +306,7 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   outputs.add_input("--config", o.plan.config_path);
   outputs.open_all();
 
-  const Trace trace = read_trace(o.trace_path, o.trace);
+  const Trace trace = read_cli_trace(o.trace_path, o.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim size"));
   require_requests(trace, o.trace);
 

@@ -122,7 +122,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   apply(o.sched, base.settings);
   base.step_time = o.sched.step_time;
 
-  const Trace trace = read_trace(o.trace_path, o.trace);
+  const Trace trace = read_cli_trace(o.trace_path, o.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim sweep"));
   require_requests(trace, o.trace);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);

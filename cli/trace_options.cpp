@@ -1,11 +1,14 @@
 #include "trace_options.h"
 
+#include <sys/stat.h>
+
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
 
+#include "interrupt.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -96,6 +99,20 @@ void require_requests(const Trace& trace, int64_t num_requests, const TraceReadO
   for (const std::string& w : why) text += (text.empty() ? "" : "; ") + w;
   throw std::invalid_argument(
       fmt::format("{}: no requests left after filtering ({})", trace.path, text));
+}
+
+bool trace_is_rereadable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Trace read_cli_trace(const std::string& path, const TraceReadOptions& options) {
+  try {
+    return read_trace(path, options);
+  } catch (...) {
+    throw_if_interrupted();
+    throw;
+  }
 }
 
 }  // namespace kvsim::cli

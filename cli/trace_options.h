@@ -26,4 +26,14 @@ void require_requests(const Trace& trace, const TraceReadOptions& options);
 // The same for a trace whose requests are not held (TraceStream: its header and count).
 void require_requests(const Trace& trace, int64_t num_requests, const TraceReadOptions& options);
 
+// Whether the trace can be read twice (TraceStream's two passes): only a regular file. A pipe,
+// /dev/stdin, <(...) or a FIFO yields its bytes once, so it is read whole, once.
+bool trace_is_rereadable(const std::string& path);
+
+// read_trace() for the commands. The signal handlers do not restart system calls, so an open
+// or read that blocks (a FIFO without a writer, a stalled pipe) fails with EINTR on
+// SIGINT/SIGTERM/SIGHUP; that failure is reported as the interrupt (interrupt.h), not as a
+// read error.
+Trace read_cli_trace(const std::string& path, const TraceReadOptions& options);
+
 }  // namespace kvsim::cli

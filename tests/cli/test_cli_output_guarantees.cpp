@@ -1,7 +1,7 @@
 // docs/files.md's output guarantees where they once failed (issue 23 §2): size --plot goes
 // through OutputFiles like every other output; a failed replay leaves its destinations as they
 // were; SIGHUP/SIGPIPE/SIGXFSZ clean up and report; a path that is stdout counts as "-"; a trace
-// that is a pipe or FIFO is read once and a blocked open answers SIGTERM.
+// that is a pipe or FIFO is read once, and a blocked open or read answers SIGTERM.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -251,6 +251,87 @@ TEST_F(CliOutputs, DevStdoutIsADuplicateOfDash) {
   const CliRun alone = run_kvsim(replay("--json /dev/stdout"), "2>/dev/null");
   EXPECT_EQ(alone.status, 0) << alone.out;
   EXPECT_EQ(alone.out.rfind("{", 0), 0u) << alone.out;
+}
+
+// --- traces that are pipes or FIFOs -------------------------------------------------------
+
+TEST_F(CliOutputs, ATraceOnAPipeIsReadOnce) {
+  const CliRun r = sh(
+      cat({"cat ", trace_, " | ", kvsim(), "replay /dev/stdin --step-time fixed:5 --no-progress"}));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("kvsim replay: 24 requests"), std::string::npos) << r.out;
+  // Process substitution (bash): /dev/fd/N, a pipe too.
+  if (std::system("bash -c true >/dev/null 2>&1") == 0) {
+    const CliRun b = sh(cat(
+        {"bash -c \"", kvsim(), "replay <(cat ", trace_, ") --step-time fixed:5 --no-progress\""}));
+    EXPECT_EQ(b.status, 0) << b.out;
+    EXPECT_NE(b.out.find("kvsim replay: 24 requests"), std::string::npos) << b.out;
+  }
+  // A FIFO with a writer (bounded by timeout: reading it twice would wait for a second writer).
+  const std::string fifo = (dir_ / "trace.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const CliRun f = sh(cat({"cat ", trace_, " > ", fifo, " & timeout 20 ", kvsim(), "replay ", fifo,
+                           " --step-time fixed:5 --no-progress; wait"}));
+  EXPECT_EQ(f.status, 0) << f.out;
+  EXPECT_NE(f.out.find("kvsim replay: 24 requests"), std::string::npos) << f.out;
+}
+
+// kvsim replay FIFO, stopped by SIGTERM while it waits in open() (no writer yet) or in read()
+// (a writer that sent a header and stalls): it must answer within a second.
+class CliFifoSignal : public CliOutputs {
+ protected:
+  void expect_prompt_exit(bool with_writer) {
+    const std::string fifo = (dir_ / "trace.fifo").string();
+    const std::string err = (dir_ / "stderr.txt").string();
+    const std::string out = write("r.json", "previous json\n");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(e, STDERR_FILENO);
+      ::execl(KVSIM_BINARY, KVSIM_BINARY, "replay", fifo.c_str(), "--step-time", "fixed:5",
+              "--no-progress", "--json", out.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int writer = -1;
+    if (with_writer) {
+      writer = ::open(fifo.c_str(), O_WRONLY);  // returns once kvsim opened its end
+      ASSERT_GE(writer, 0);
+      const char header[] = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+      ASSERT_EQ(::write(writer, header, sizeof header - 1),
+                static_cast<ssize_t>(sizeof header - 1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // kvsim is blocked by now
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    pid_t done = 0;
+    const auto start = std::chrono::steady_clock::now();
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (done == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+    if (writer >= 0) ::close(writer);
+    ASSERT_EQ(done, pid) << "still blocked a second after SIGTERM";
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+    EXPECT_NE(slurp(err).find("kvsim: error: interrupted by SIGTERM"), std::string::npos)
+        << slurp(err);
+    EXPECT_EQ(slurp(out), "previous json\n");
+    EXPECT_EQ(temporaries(), 0);
+  }
+};
+
+TEST_F(CliFifoSignal, SigtermEndsAnOpenBlockedOnAFifo) {
+  expect_prompt_exit(/*with_writer=*/false);
+}
+
+TEST_F(CliFifoSignal, SigtermEndsAReadBlockedOnAFifo) {
+  expect_prompt_exit(/*with_writer=*/true);
 }
 
 }  // namespace
