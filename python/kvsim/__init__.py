@@ -246,8 +246,11 @@ def replay(
         None if raw_timeline is None else timeline_frame(raw_timeline),
         None if raw_requests is None else requests_frame(raw_requests))
     if result["requests"] > 0 and result["rejected"] == result["requests"]:
+        reasons = {**result["rejected_by_reason"],
+                   **(result.get("admission_rejected_by_reason") or {})}
+        reasons = {k: v for k, v in reasons.items() if v}
         warnings.warn(f"all {result['requests']} requests were rejected "
-                      f"({result['rejected_by_reason']}); this configuration cannot serve the "
+                      f"({reasons}); this configuration cannot serve the "
                       "trace", RuntimeWarning, stacklevel=2)
     return result
 

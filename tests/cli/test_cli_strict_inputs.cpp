@@ -63,4 +63,15 @@ TEST(CliStrictInputs, KvCacheDtypesAreCheckedUpFront) {
                "--kv-cache-dtypes: fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
 }
 
+TEST(CliStrictInputs, AllRejectedNamesTheReasonsAlsoForAdmissionControl) {
+  const CliRun r = run_kvsim(cat({"replay '", kTrace,
+                                  "' --model qwen2.5-7b --no-progress --replicas 2 "
+                                  "--admission-max-waiting-tokens 1"}),
+                             "2>&1 >/dev/null");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("kvsim: error: all 4 requests were rejected (4 admission_token_limit); "),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
