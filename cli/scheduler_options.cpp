@@ -78,7 +78,8 @@ void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
          "--no-async-scheduling)")
       ->group(group);
   app->add_option("--step-time", o.step_time,
-                  "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] (docs/step-time-model.md)")
+                  "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] | physics:FILE "
+                  "(docs/step-time-model.md)")
       ->capture_default_str()
       ->group(group);
 }

@@ -212,7 +212,7 @@ def replay(
     plan() (default model: qwen2.5-7b, with max_model_len from the trace); the scheduler
     keywords are vLLM's engine arguments (max_num_seqs, max_num_batched_tokens,
     enable_chunked_prefill, enable_prefix_caching, scheduling_policy, async_scheduling, ...);
-    step_time is the CLI's --step-time spec ('roofline', 'fixed:MS'). ``timeline=True`` /
+    step_time is the CLI's --step-time spec ('roofline', 'fixed:MS', 'physics:FILE'). ``timeline=True`` /
     ``requests=True`` keep the per-step / per-request tables (result.timeline,
     result.requests). Runs without the GIL; Ctrl-C raises KeyboardInterrupt within a few
     milliseconds of replay.

@@ -145,6 +145,12 @@ ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
   sum.max_model_len = sched_.config().max_model_len;
   sum.backend = backend_.name();
   sum.step_time_model = step_time_.describe();
+  if (const RequestOverheads o = step_time_.request_overheads(); o.any()) {
+    has_overheads_ = true;
+    queueing_ns_ = std::llround(o.queueing_s * 1e9);
+    per_output_token_ns_ = std::llround(o.per_output_token_s * 1e9);
+    completion_ns_ = std::llround(o.completion_s * 1e9);
+  }
   sum.host_swap_slots = sched_.config().preemption_mode == PreemptionMode::SWAP
                             ? sched_.config().num_host_swap_slots
                             : 0;
@@ -465,6 +471,12 @@ void ReplicaEngine::finish_record(size_t id) {
   rec.output_tokens = r.num_output_tokens;
   rec.preemptions = r.num_preemptions;
   r.release_block_hashes();
+  if (has_overheads_) {
+    // What the client sees: the engine's times plus the model's host costs (RequestOverheads).
+    rec.first_scheduled_ns += queueing_ns_;
+    rec.first_token_ns += queueing_ns_ + per_output_token_ns_;
+    rec.finish_ns += queueing_ns_ + per_output_token_ns_ * rec.output_tokens + completion_ns_;
+  }
   latency_.add({rec.arrival_ns, rec.first_scheduled_ns, rec.first_token_ns, rec.finish_ns,
                 rec.output_tokens});
   summary_.finished += 1;

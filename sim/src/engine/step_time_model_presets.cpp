@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/planner.h"
+#include "kvsim/sim/engine/physics_step_time.h"
 #include "kvsim/sim/engine/step_time_model.h"
 
 namespace kvsim {
@@ -63,6 +64,32 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
                                                     double weight_bytes_total) {
   if (spec.starts_with("fixed"))
     return parse_step_time_spec(spec, RooflineModelShape{}, RooflineGpu{}, tp);
+  if (spec.starts_with("physics:") || spec == "physics") {
+    const std::string_view file =
+        spec.substr(std::min(spec.size(), std::string_view("physics:").size()));
+    if (file.empty()) {
+      throw std::invalid_argument(
+          fmt::format("--step-time '{}': expected physics:FILE (a calibration JSON, e.g. "
+                      "calibration/physics/h100-vllm-blis.json)",
+                      spec));
+    }
+    try {
+      const std::string kv_dtype =
+          kv_cache_dtype == "auto" ? model.dtype : std::string(kv_cache_dtype);
+      const double params = model.num_parameters;
+      if (!(params > 0)) {
+        throw std::invalid_argument(fmt::format("model '{}' has no parameter count", model.name));
+      }
+      const double weight_bytes =
+          weight_bytes_total > 0 ? weight_bytes_total : params * dtype_bytes(model.dtype);
+      const double kv_element = dtype_bytes(kv_dtype);
+      return std::make_unique<PhysicsStepTime>(
+          physics_shape(model, weight_bytes / params, kv_element), roofline_gpu(gpu), tp,
+          read_physics_coefficients(std::string(file)));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--step-time '{}': {}", spec, e.what()));
+    }
+  }
   return parse_step_time_spec(spec, roofline_shape(model, tp, kv_cache_dtype, weight_bytes_total),
                               roofline_gpu(gpu), tp);
 }

@@ -160,6 +160,11 @@ class ReplicaEngine {
   Scheduler sched_;
   EngineCore core_;  // async mode's batch queue over sched_
   bool null_backend_;
+  // The step model's per-request host costs, in ns (all 0 unless the model declares some).
+  bool has_overheads_ = false;
+  int64_t queueing_ns_ = 0;
+  int64_t per_output_token_ns_ = 0;
+  int64_t completion_ns_ = 0;
   int64_t livelock_limit_ = 0;
   std::deque<int64_t> pending_;  // ids added and not in the scheduler yet, in arrival order
   int64_t num_added_ = 0;

@@ -4,10 +4,12 @@
 // at least one token (the replay conventions, `../shared/docs/replay-conventions.md`, summarised
 // in docs/scheduler.md §Clock: a step that schedules nothing costs no time). The
 // scheduler describes the step as a StepWork aggregate (no per-sequence storage, no allocation);
-// models turn it into seconds. Two models ship:
+// models turn it into seconds:
 //   * FixedStepTime    (`--step-time fixed:MS`): every non-empty step takes MS milliseconds.
 //   * RooflineStepTime (`--step-time roofline[:k=v,...]`, the default): time = max(compute, memory)
 //     + overhead, from the model shape and a GPU's peak FLOP/s and HBM bandwidth.
+//   * PhysicsStepTime  (`--step-time physics:FILE`, physics_step_time.h): roofline terms times
+//     fitted coefficients plus overheads, and per-request host costs.
 // Formulas, default constants and their limits: docs/step-time-model.md.
 #pragma once
 
@@ -41,12 +43,18 @@ struct StepWork {
   int64_t sum_context_tokens = 0;  // sum(context): KV tokens read from the cache
   int64_t sum_context_x_new = 0;   // sum(context * new): attention pairs against cached KV
   int64_t sum_new_squared = 0;     // sum(new^2): causal pairs among the new tokens (x 1/2)
+  // The same two sums over prefill sequences only (decode parts: the totals minus these), for
+  // models that cost prefill and decode attention apart (PhysicsStepTime).
+  int64_t prefill_context_x_new = 0;
+  int64_t prefill_new_squared = 0;
 
   void add_sequence(int64_t context_tokens, int64_t new_tokens, bool is_prefill) noexcept {
     ++num_seqs;
     if (is_prefill) {
       ++num_prefill_seqs;
       num_prefill_tokens += new_tokens;
+      prefill_context_x_new += context_tokens * new_tokens;
+      prefill_new_squared += new_tokens * new_tokens;
     } else {
       num_decode_tokens += new_tokens;
     }
@@ -57,6 +65,18 @@ struct StepWork {
   void clear() noexcept { *this = StepWork{}; }
   int64_t num_tokens() const noexcept { return num_prefill_tokens + num_decode_tokens; }
   bool empty() const noexcept { return num_tokens() == 0; }
+};
+
+// Host-side costs a client sees on top of the engine clock, per request (seconds): added to the
+// reported TTFT / end-to-end latency, never to the engine's schedule (a constant delay of every
+// arrival shifts the whole schedule and changes no decision). Zero for fixed and roofline.
+struct RequestOverheads {
+  double queueing_s = 0.0;          // arrival -> in the engine's queue (API, tokenization)
+  double per_output_token_s = 0.0;  // per generated token (detokenization, streaming)
+  double completion_s = 0.0;        // once, after the last token
+  bool any() const noexcept {
+    return queueing_s != 0.0 || per_output_token_s != 0.0 || completion_s != 0.0;
+  }
 };
 
 // A step's time and where it came from (seconds). For the fixed model compute = memory = 0.
@@ -77,6 +97,8 @@ class StepTimeModel {
   virtual StepTimeBreakdown estimate(const StepWork& work) const = 0;
   // One line naming the model and its parameters, e.g. for reports and JSON.
   virtual std::string describe() const = 0;
+  // Per-request host costs (see RequestOverheads); none unless a model declares them.
+  virtual RequestOverheads request_overheads() const { return {}; }
   // estimate(work).total_s in integer nanoseconds (rounded to nearest), the replay clock's unit.
   // Throws std::runtime_error when the estimate is not finite or exceeds kMaxStepSeconds (a huge
   // batch on a tiny mfu/mbu); such a step is a configuration error, not something to clamp.
