@@ -34,7 +34,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mini_yaml  # noqa: E402
+from located import Document, RunError  # noqa: E402
 
 BLOCK = 16  # vLLM's default block size: hash ids cover whole allocator blocks.
 PERCENTILE_KEYS = [(0.0, "min"), (0.001, "p0.1"), (0.01, "p1"), (0.05, "p5"), (0.10, "p10"),
@@ -42,74 +42,38 @@ PERCENTILE_KEYS = [(0.0, "min"), (0.001, "p0.1"), (0.01, "p1"), (0.05, "p5"), (0
                    (0.95, "p95"), (0.99, "p99"), (0.999, "p99.9"), (1.0, "max")]
 
 
-class RunError(ValueError):
-    """Bad or unsupported run input; the message names the file and field."""
-
-
-def _field(d, path, keys):
-    for k in keys:
-        if not isinstance(d, dict) or k not in d:
-            raise RunError(f"{path}:1: field '{'.'.join(keys)}': missing")
-        d = d[k]
-    return d
-
-
-def _positive(value, path, name, kind=(int, float)):
-    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
-        raise RunError(f"{path}:1: field '{name}': expected a positive number (got {value!r})")
-    return value
-
-
 def read_workload(run_dir):
     """The effective workload of one run: a dict with the fields the trace needs."""
-    cfg_path = os.path.join(run_dir, "results", "config.yaml")
-    try:
-        cfg = mini_yaml.load(cfg_path)
-    except OSError as e:
-        raise RunError(f"{cfg_path}:1: field 'file': {e.strerror}") from None
-    data = _field(cfg, cfg_path, ["data"])
-    if data.get("type") != "shared_prefix":
-        raise RunError(f"{cfg_path}:1: field 'data.type': only shared_prefix is reproduced "
-                       f"(got {data.get('type')!r})")
-    sp = _field(cfg, cfg_path, ["data", "shared_prefix"])
-    if sp.get("enable_multi_turn_chat"):
-        raise RunError(f"{cfg_path}:1: field 'data.shared_prefix.enable_multi_turn_chat': "
-                       "multi-turn sessions are not reproduced")
-    w = {k: _positive(sp.get(k), cfg_path, f"data.shared_prefix.{k}", int)
+    cfg = Document(os.path.join(run_dir, "results", "config.yaml"))
+    if cfg.get("data", "type") != "shared_prefix":
+        raise cfg.error(["data", "type"], "only shared_prefix is reproduced "
+                                          f"(got {cfg.get('data', 'type')!r})")
+    if cfg.get("data", "shared_prefix", "enable_multi_turn_chat", default=False):
+        raise cfg.error(["data", "shared_prefix", "enable_multi_turn_chat"],
+                        "multi-turn sessions are not reproduced")
+    w = {k: cfg.number("data", "shared_prefix", k, integer=True)
          for k in ("num_groups", "num_prompts_per_group", "system_prompt_len",
                    "question_len", "output_len")}
-    load = _field(cfg, cfg_path, ["load"])
-    if load.get("type") != "constant":
-        raise RunError(f"{cfg_path}:1: field 'load.type': only constant is reproduced "
-                       f"(got {load.get('type')!r})")
-    stages = load.get("stages")
+    if w["output_len"] < 2:
+        raise cfg.error(["data", "shared_prefix", "output_len"], "TPOT needs at least 2 tokens")
+    if cfg.get("load", "type") != "constant":
+        raise cfg.error(["load", "type"], f"only constant is reproduced "
+                                          f"(got {cfg.get('load', 'type')!r})")
+    stages = cfg.get("load", "stages")
     if not isinstance(stages, list) or not stages:
-        raise RunError(f"{cfg_path}:1: field 'load.stages': expected a non-empty list")
-    w["stages"] = [(float(_positive(s.get("rate") if isinstance(s, dict) else None, cfg_path,
-                                    f"load.stages[{i}].rate")),
-                    float(_positive(s.get("duration") if isinstance(s, dict) else None,
-                                    cfg_path, f"load.stages[{i}].duration")))
-                   for i, s in enumerate(stages)]
-    if _field(cfg, cfg_path, ["server", "ignore_eos"]) is not True:
-        raise RunError(f"{cfg_path}:1: field 'server.ignore_eos': output lengths are known only "
-                       "with ignore_eos true")
-    summary_path = os.path.join(run_dir, "results", "summary_lifecycle_metrics.json")
-    try:
-        with open(summary_path, encoding="utf-8") as f:
-            summary = json.load(f)
-    except OSError as e:
-        raise RunError(f"{summary_path}:1: field 'file': {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise RunError(f"{summary_path}:{e.lineno}: field 'document': {e.msg}") from None
-    pl = _field(summary, summary_path, ["successes", "prompt_len"])
-    points = []
-    for q, key in PERCENTILE_KEYS:
-        v = pl.get(key) if isinstance(pl, dict) else None
-        points.append((q, _positive(v, summary_path, f"successes.prompt_len.{key}")))
+        raise cfg.error(["load", "stages"], "expected a non-empty list")
+    w["stages"] = [(float(cfg.number("load", "stages", i, "rate")),
+                    float(cfg.number("load", "stages", i, "duration")))
+                   for i in range(len(stages))]
+    if cfg.get("server", "ignore_eos") is not True:
+        raise cfg.error(["server", "ignore_eos"], "output lengths are known only with "
+                                                  "ignore_eos true")
+    summary = Document(os.path.join(run_dir, "results", "summary_lifecycle_metrics.json"))
+    points = [(q, summary.number("successes", "prompt_len", key)) for q, key in PERCENTILE_KEYS]
     if any(b[1] < a[1] for a, b in zip(points, points[1:])):
-        raise RunError(f"{summary_path}:1: field 'successes.prompt_len': percentiles decrease")
+        raise summary.error(["successes", "prompt_len"], "percentiles decrease")
     w["prompt_len_points"] = points
-    w["prompt_len_mean"] = _positive(pl.get("mean"), summary_path, "successes.prompt_len.mean")
+    w["prompt_len_mean"] = summary.number("successes", "prompt_len", "mean")
     return w
 
 

@@ -34,6 +34,26 @@ def _scalar(text):
     return text
 
 
+def key_line(text, keys):
+    """Line of the nested key path in a pretty-printed JSON or YAML document: each key is
+    looked for after its parent (an integer list index i takes the next key's (i+1)-th
+    occurrence); a missing key gives its deepest parent's line (1 if none)."""
+    pos, line, skip = 0, 1, 0
+    for k in keys:
+        if isinstance(k, int):
+            skip = k
+            continue
+        pattern = re.compile(r'(^|[{,\s])"?' + re.escape(k) + r'"?\s*:', re.M)
+        for _ in range(skip + 1):
+            m = pattern.search(text, pos)
+            if not m:
+                return line
+            pos = m.end()
+        skip = 0
+        line = text.count("\n", 0, m.start() + len(m.group(1))) + 1
+    return line
+
+
 def load(path):
     """Parses PATH; returns nested dicts/lists/scalars. A flow document ('{...}', as the
     runs' profile.yaml files are) is JSON, itself YAML."""
