@@ -1,6 +1,8 @@
 // Inputs that used to be accepted or half-accepted are refused up front, with one line naming
 // the flag and the value (issue 23, section 3): an unknown command even with --help, router
 // knobs for a router that is not chosen, KV dtypes nobody knows.
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -23,10 +25,17 @@ void expect_error(const std::string& args, const std::string& message) {
 }
 
 TEST(CliStrictInputs, UnknownCommandIsAnErrorEvenWithHelp) {
-  const std::string expected =
-      "unknown command 'NOSUCHCOMMAND' (expected plan, replay, gen, sweep, size)";
-  expect_error("NOSUCHCOMMAND --help", expected);
-  expect_error("--version NOSUCHCOMMAND", expected);
+  for (const char* args : {"NOSUCHCOMMAND --help", "--version NOSUCHCOMMAND"}) {
+    SCOPED_TRACE(args);
+    const CliRun r = run_kvsim(args);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(
+        r.out.rfind("kvsim: error: unknown command 'NOSUCHCOMMAND' (expected plan, replay, gen, "
+                    "sweep, size",
+                    0),
+        0U)
+        << r.out;
+  }
   EXPECT_EQ(run_kvsim("--help", "2>/dev/null >/dev/null").status, 0);
   EXPECT_EQ(run_kvsim("replay --help", "2>/dev/null >/dev/null").status, 0);
 }
@@ -70,6 +79,20 @@ TEST(CliStrictInputs, AllRejectedNamesTheReasonsAlsoForAdmissionControl) {
                              "2>&1 >/dev/null");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("kvsim: error: all 4 requests were rejected (4 admission_token_limit); "),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CliStrictInputs, NulByteInAColumnKvsimDoesNotReadIsRefused) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kvsim_strict_inputs_nul.csv").string();
+  const std::string csv = std::string("arrived_at,num_prefill_tokens,num_decode_tokens,note\n") +
+                          "0,10,2,ok\n1,20,3,a" + std::string(1, '\0') + "b\n";
+  std::ofstream(path, std::ios::binary) << csv;
+  const CliRun r = run_kvsim(cat({"replay '", path, "' --model qwen2.5-7b --no-progress"}));
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(cat({"kvsim: error: ", path, ":3: field 'note': NUL byte (got 'a\\x00b')"})),
             std::string::npos)
       << r.out;
 }

@@ -163,6 +163,13 @@ bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink) {
       if (c.session >= 0) {
         r.session_id = std::string(trace_parse::trim(fields[static_cast<size_t>(c.session)]));
       }
+      // A NUL byte in any column, one kvsim does not read included, is refused (docs/files.md);
+      // after the read columns, so theirs keep their own message.
+      for (size_t k = 0; k < fields.size(); ++k) {
+        if (fields[k].find('\0') != std::string_view::npos) {
+          throw TraceError(path, reader.line_number(), header[k], "NUL byte", fields[k]);
+        }
+      }
       // BurstGPT logs failed requests with zero response tokens: not requests that ran.
       if (format == TraceFormat::BURSTGPT && r.output_tokens == 0) {
         sink.drop("failed request (zero response tokens)");
