@@ -79,6 +79,7 @@ void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
       ->group(group);
   app->add_option("--step-time", o.step_time,
                   "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] | physics:FILE "
+                  "| profile:DIR[,all_reduce=FILE,overhead_ms=..,attn_mfu=..,attn_mbu=..] "
                   "(docs/step-time-model.md)")
       ->capture_default_str()
       ->group(group);

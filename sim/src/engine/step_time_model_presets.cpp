@@ -6,6 +6,7 @@
 
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/engine/physics_step_time.h"
+#include "kvsim/sim/engine/profile_step_time.h"
 #include "kvsim/sim/engine/step_time_model.h"
 
 namespace kvsim {
@@ -64,6 +65,8 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
                                                     double weight_bytes_total) {
   if (spec.starts_with("fixed"))
     return parse_step_time_spec(spec, RooflineModelShape{}, RooflineGpu{}, tp);
+  if (spec.starts_with("profile:") || spec == "profile")
+    return make_profile_step_time(spec, model, gpu, tp, kv_cache_dtype);
   if (spec.starts_with("physics:") || spec == "physics") {
     const std::string_view file =
         spec.substr(std::min(spec.size(), std::string_view("physics:").size()));
