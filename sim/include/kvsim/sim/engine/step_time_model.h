@@ -10,6 +10,8 @@
 //     + overhead, from the model shape and a GPU's peak FLOP/s and HBM bandwidth.
 //   * PhysicsStepTime  (`--step-time physics:FILE`, physics_step_time.h): roofline terms times
 //     fitted coefficients plus overheads, and per-request host costs.
+//   * ProfileStepTime  (`--step-time profile:DIR`, profile_step_time.h): measured per-layer
+//     operator and all-reduce tables (Vidur's layout) plus attention from a model.
 // Formulas, default constants and their limits: docs/step-time-model.md.
 #pragma once
 
