@@ -12,6 +12,8 @@ void register_replay_command(CLI::App& app);
 void register_gen_command(CLI::App& app);
 void register_sweep_command(CLI::App& app);
 void register_size_command(CLI::App& app);
+// Only in builds with NLopt (KVSIM_HAVE_CALIBRATE).
+void register_calibrate_command(CLI::App& app);
 
 // Exit status of the command that ran (0 unless a command sets it).
 void set_exit_code(int code);

@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   kvsim::cli::register_gen_command(app);
   kvsim::cli::register_sweep_command(app);
   kvsim::cli::register_size_command(app);
+#ifdef KVSIM_HAVE_CALIBRATE
+  kvsim::cli::register_calibrate_command(app);
+#endif
   kvsim::cli::apply_value_rules(app);
   kvsim::cli::install_interrupt_handlers();
   int status = 0;

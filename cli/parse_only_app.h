@@ -26,6 +26,9 @@ class ParseOnlyApp {
     register_gen_command(app_);
     register_sweep_command(app_);
     register_size_command(app_);
+#ifdef KVSIM_HAVE_CALIBRATE
+    register_calibrate_command(app_);
+#endif
     apply_value_rules(app_);
     for (CLI::App* sub : app_.get_subcommands({})) {
       commands_.push_back(CallbackAccess::take(*sub));

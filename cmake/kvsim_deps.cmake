@@ -109,6 +109,14 @@ else()
   kvsim_dep_source(zlib "${kvsim_zlib_dir} (source, static)")
 endif()
 
+# --- NLopt (kvsim calibrate's optimiser): optional in bundle builds, which then lack `calibrate` --
+find_package(NLopt CONFIG ${kvsim_find_mode})
+if(TARGET NLopt::nlopt)
+  kvsim_dep_source(NLopt "the system (${NLopt_VERSION})")
+else()
+  message(STATUS "kvsim: NLopt not found: the calibrate command is not built")
+endif()
+
 # --- GoogleTest / Google Benchmark: built from the bundle's source --------------------------------
 # Their own tests, installs and -Werror are off; our warning flags never reach them
 # (kvsim_warnings is per target).

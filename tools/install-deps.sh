@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
       libbenchmark-dev libxxhash-dev libabsl-dev zlib1g-dev python3 python3-matplotlib
+      # NLopt: kvsim calibrate's bounded derivative-free optimiser (BOBYQA).
+      libnlopt-dev libnlopt-cxx-dev
       # clang + libclang-rt-dev (libFuzzer): the fuzz targets' smoke runs (docs/files.md).
       clang libclang-rt-dev
       # python3-dev python3-pip: the Python package (python/) when python3 is Debian's.

@@ -71,7 +71,10 @@ const std::set<std::string> kWordFlags = {"--model",
                                           "--prefix-as",
                                           "--gpus",
                                           "--kv-cache-dtype",
-                                          "--kv-cache-dtypes"};
+                                          "--kv-cache-dtypes",
+                                          "--fit",
+                                          "--start",
+                                          "--measured-vllm-version"};
 // Text flags whose numbers are parsed while the command line is (lists, seeds): the walk tries
 // them in process too.
 const std::set<std::string> kParsedListFlags = {"--seed",
@@ -153,6 +156,7 @@ TEST(CliNumericFlags, EveryIntegerFlagTakesDecimalOnly) {
     try {
       std::vector<std::string> args = {f.command, cat({f.flag, "=010"})};
       if (f.command != "plan" && f.command != "gen") args.emplace_back("trace.csv");  // required
+      if (f.command == "calibrate") args.emplace_back("--output=out.json");             // required
       cli.parse(args);
       const CLI::Option* opt = cli.app().get_subcommand(f.command)->get_option(f.flag);
       ASSERT_EQ(opt->results().size(), 1U);

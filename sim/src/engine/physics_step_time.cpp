@@ -69,8 +69,9 @@ PhysicsCoefficients read_physics_coefficients(const std::string& path) {
   limits.has_flags = false;
   const nlohmann::json j = parse_strict_json(read_text_file(path, limits), path);
   if (!j.is_object()) fail(path, "a physics calibration must be a JSON object");
-  static const std::set<std::string> known = {"format", "source",     "gpu",  "beta",
-                                              "alpha",  "validation", "notes"};
+  // "fit": what kvsim calibrate records about the fit (model, data, errors); read by people.
+  static const std::set<std::string> known = {"format", "source",     "gpu",   "beta",
+                                              "alpha",  "validation", "notes", "fit"};
   for (const auto& [key, value] : j.items()) {
     if (!known.contains(key)) fail(path, fmt::format("unknown key \"{}\"", key));
   }
