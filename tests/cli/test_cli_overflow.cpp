@@ -41,11 +41,12 @@ TEST_F(CliOverflow, ReplayArrivalWithNoClockHeadroom) {
 
 TEST_F(CliOverflow, ReplayStepTimeBounds) {
   expect_error("replay '" + kCodeTrace + "' --no-progress --step-time fixed:1e300",
-               "--step-time 'fixed:1e300': fixed step time must be in (0, 3.6e+06] ms (one "
-               "hour), got 1e+300");
-  expect_error("replay '" + kCodeTrace + "' --no-progress --step-time fixed:1e9",
-               "--step-time 'fixed:1e9': fixed step time must be in (0, 3.6e+06] ms (one hour), "
-               "got 1e+09");
+               "--step-time 'fixed:1e300': fixed step time must be in [1e-06, 3.6e+06] ms (1 ns "
+               "to one hour), got 1e+300");
+  expect_error(
+      "replay '" + kCodeTrace + "' --no-progress --step-time fixed:1e9",
+      "--step-time 'fixed:1e9': fixed step time must be in [1e-06, 3.6e+06] ms (1 ns to one hour), "
+      "got 1e+09");
   expect_error("replay '" + kCodeTrace + "' --no-progress --step-time roofline:mbu=1e-300",
                "--step-time 'roofline:mbu=1e-300': mbu must be in [0.001, 1], got 1e-300");
   expect_error("replay '" + kCodeTrace + "' --no-progress --step-time roofline:overhead_ms=1e300",

@@ -23,9 +23,11 @@ int64_t StepTimeModel::step_time_ns(const StepWork& work) const {
 }
 
 FixedStepTime::FixedStepTime(double ms) : ms_(ms) {
-  if (!(ms > 0.0 && ms <= kMaxStepSeconds * 1e3)) {
-    throw std::invalid_argument(fmt::format(
-        "fixed step time must be in (0, {:g}] ms (one hour), got {:g}", kMaxStepSeconds * 1e3, ms));
+  // The clock counts whole nanoseconds: a step below 1 ns would round to 0 and stop time.
+  if (!(ms >= 1e-6 && ms <= kMaxStepSeconds * 1e3)) {
+    throw std::invalid_argument(
+        fmt::format("fixed step time must be in [1e-06, {:g}] ms (1 ns to one hour), got {:g}",
+                    kMaxStepSeconds * 1e3, ms));
   }
 }
 
