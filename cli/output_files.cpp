@@ -89,6 +89,26 @@ mode_t current_umask() {
   return m;
 }
 
+// A symlink whose target does not exist (or cannot be followed) is refused: writing "through"
+// it would either create a file at the link's far end or replace the link with a regular file,
+// and neither is obviously what the user meant.
+void refuse_dangling_symlink(const std::string& flag, const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return;
+  if (::stat(path.c_str(), &st) == 0) return;
+  const int err = errno;
+  std::error_code ec;
+  const std::string target = fs::read_symlink(path, ec).string();
+  if (err == ENOENT) {
+    throw std::invalid_argument(
+        fmt::format("{} {}: is a symlink to a missing file {}; refusing to write through it", flag,
+                    path, ec ? std::string("(unreadable link)") : target));
+  }
+  throw std::invalid_argument(
+      fmt::format("{} {}: is a symlink that cannot be followed ({}); refusing to write through it",
+                  flag, path, std::strerror(err)));
+}
+
 }  // namespace
 
 struct OutputFiles::Entry {
@@ -129,6 +149,7 @@ void OutputFiles::add_input(const std::string& what, const std::string& path) {
 
 void OutputFiles::add(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
+  if (path != "-") refuse_dangling_symlink(flag, path);
   std::string key = path;
   if (path != "-") {
     std::error_code ec;

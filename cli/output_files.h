@@ -12,6 +12,9 @@
 //   terminal) is written in place, since it cannot be replaced by a rename.
 // - A failed write names the flag, the path and the cause (strerror, e.g. "No space left on
 //   device"; "Broken pipe" and "File too large" too, since SIGPIPE/SIGXFSZ are ignored).
+// - A path that is a symlink to a missing file (or a link loop) is refused by add(): writing
+//   through it would create a file at the link's far end or replace the link, neither clearly
+//   meant.
 // Paths are opened by open_all(), before the (possibly long) run, so a bad path fails in a second.
 #pragma once
 

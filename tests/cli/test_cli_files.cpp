@@ -129,6 +129,23 @@ TEST_F(CliFiles, OutputsAreReplacedWholeThroughSymlinksWithTheirMode) {
   EXPECT_EQ(temporaries(), 0);
 }
 
+TEST_F(CliFiles, AnOutputThatIsADanglingSymlinkIsRefused) {
+  // Used to replace the link with a regular file; now refused before the run, link untouched.
+  fs::create_symlink(dir_ / "missing.json", dir_ / "dangling.json");
+  const std::string link = (dir_ / "dangling.json").string();
+  expect_refused(replay(cat({"--json ", link})),
+                 cat({"--json ", link, ": is a symlink to a missing file ",
+                      (dir_ / "missing.json").string(), "; refusing to write through it"}));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_FALSE(fs::exists(dir_ / "missing.json"));
+  // A link loop is refused too, and sweep/gen outputs go through the same check.
+  fs::create_symlink(dir_ / "loop.csv", dir_ / "loop.csv");
+  const std::string loop = (dir_ / "loop.csv").string();
+  expect_refused(cat({"gen -n 2 -o ", loop}),
+                 cat({"--output ", loop, ": is a symlink that cannot be followed"}));
+  EXPECT_TRUE(fs::is_symlink(loop));
+}
+
 TEST_F(CliFiles, AWriteErrorNamesTheCauseAndThePath) {
   const CliRun r = run_kvsim(replay("--json /dev/full"));
   EXPECT_EQ(r.status, 2) << r.out;
