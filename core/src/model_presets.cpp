@@ -1,6 +1,6 @@
-// Compiled-in model and GPU presets, and the shape-based parameter estimate.
-// Values are the published Hugging Face config.json fields and vendor datasheet figures; the
-// sources are listed in docs/planner.md.
+// Compiled-in model presets, preset lookup, and the shape-based parameter estimate.
+// Values are the published Hugging Face config.json fields; the sources are listed in
+// docs/planner.md. The GPU card table is gpu_presets.cpp.
 #include "kvsim/core/model_presets.h"
 
 #include <algorithm>
@@ -156,26 +156,6 @@ std::vector<ModelSpec> make_model_presets() {
   return v;
 }
 
-GpuSpec gpu(std::string name, double vram_gib, double tflops, double gbps) {
-  return GpuSpec{std::move(name), vram_gib, tflops, gbps};
-}
-
-std::vector<GpuSpec> make_gpu_presets() {
-  return {
-      gpu("rtx4090", 24, 165.2, 1008),     // Ada whitepaper: BF16 w/ FP32 accumulate, dense
-      gpu("rtx3090", 24, 71.0, 936),       // Ampere GA102 whitepaper
-      gpu("l4", 24, 121.0, 300),           // L4 datasheet (242 sparse)
-      gpu("a10", 24, 125.0, 600),          // A10 datasheet (250 sparse)
-      gpu("l40s", 48, 362.05, 864),        // L40S datasheet (733 sparse)
-      gpu("a100-40g", 40, 312.0, 1555),    // A100 datasheet, SXM 40GB
-      gpu("a100-80g", 80, 312.0, 2039),    // A100 datasheet, SXM 80GB
-      gpu("h100-pcie", 80, 756.0, 2000),   // H100 datasheet, PCIe
-      gpu("h100-80g", 80, 989.4, 3350),    // H100 datasheet, SXM5
-      gpu("h200-141g", 141, 989.4, 4800),  // H200 datasheet, SXM
-      gpu("mi300x", 192, 1307.4, 5300),    // AMD MI300X datasheet
-  };
-}
-
 std::string lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(),
@@ -197,11 +177,6 @@ std::string join_names(std::span<const T> items) {
 
 std::span<const ModelSpec> model_presets() {
   static const std::vector<ModelSpec> presets = make_model_presets();
-  return presets;
-}
-
-std::span<const GpuSpec> gpu_presets() {
-  static const std::vector<GpuSpec> presets = make_gpu_presets();
   return presets;
 }
 

@@ -412,11 +412,7 @@ TEST(PlannerPresets, LookupIsCaseInsensitiveAndListsNames) {
   }
   EXPECT_THROW(find_gpu_preset("tpu"), std::invalid_argument);
   for (const ModelSpec& m : model_presets()) EXPECT_NO_THROW(validate_model_spec(m)) << m.name;
-  for (const GpuSpec& g : gpu_presets()) {
-    EXPECT_GT(g.vram_gib, 0) << g.name;
-    EXPECT_GT(g.peak_bf16_tflops, 0) << g.name;
-    EXPECT_GT(g.hbm_gb_per_s, 0) << g.name;
-  }
+  // GPU presets' invariants: test_gpu_presets.cpp.
 }
 
 // The estimator against published parameter counts (safetensors totals).

@@ -1,9 +1,9 @@
 // Model shapes and GPU cards: the plain data the capacity planner and the step-time model read.
 //
 // ModelSpec holds what a Hugging Face config.json says about one checkpoint (field names follow
-// HF where they exist). GpuSpec holds the three numbers of a card the planner and the roofline
-// step-time model need. Presets are compiled-in tables of real published values; their sources
-// are listed in docs/planner.md.
+// HF where they exist). GpuSpec holds the numbers of a card the planner and the step-time
+// models read (memory, peak FLOP/s, memory and interconnect bandwidth). Presets are compiled-in
+// tables of real published values; their sources are listed in docs/planner.md.
 #pragma once
 
 #include <cstdint>
@@ -64,11 +64,22 @@ struct ModelSpec {
 };
 
 // One GPU card (a single device; the plan is per GPU).
+// Invariants (validate_gpu_spec checks them): name is not empty; every number is finite;
+// vram_gib > 0; the others are >= 0, where 0 means "not known" (or, for peak_fp8_tflops, "no
+// FP8 tensor cores"). A preset's figures are the vendor's (docs/planner.md lists the sources);
+// a card from --gpu-spec FILE must give vram_gib, peak_bf16_tflops and hbm_gb_per_s > 0.
 struct GpuSpec {
   std::string name;
-  double vram_gib = 0;          // nominal memory capacity in GiB (2^30 bytes)
+  double vram_gib = 0;          // memory capacity in GiB (2^30 bytes): the vendor's nominal figure
   double peak_bf16_tflops = 0;  // dense BF16 tensor-core peak, TFLOP/s (no sparsity)
   double hbm_gb_per_s = 0;      // memory bandwidth, GB/s (10^9 bytes per second)
+  double peak_fp8_tflops = 0;   // dense FP8 tensor-core peak, TFLOP/s (no sparsity)
+  // GPU-to-GPU bandwidth of one GPU, GB/s, as the vendor quotes it (both directions together):
+  // NVLink or Infinity Fabric (xGMI) where the card has it, else its PCIe slot.
+  double interconnect_gb_per_s = 0;
+  // A small-message all-reduce across the card's usual tensor-parallel group, microseconds
+  // (measured; docs/planner.md names the measurement).
+  double interconnect_latency_us = 0;
 };
 
 // Compiled-in presets, in a fixed order (as listed by --help and error messages).
@@ -85,6 +96,8 @@ std::string gpu_preset_names();
 
 // Throws std::invalid_argument naming the first field that breaks ModelSpec's invariants.
 void validate_model_spec(const ModelSpec& m);
+// Throws std::invalid_argument naming the first field that breaks GpuSpec's invariants.
+void validate_gpu_spec(const GpuSpec& g);
 
 // The spec kind of layer `layer` (kFullAttention when layer_types is empty).
 KVCacheSpecKind layer_type(const ModelSpec& m, int64_t layer);
