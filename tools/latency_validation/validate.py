@@ -75,6 +75,12 @@ def replay(kvsim, trace, server, config, step_time, out_csv):
     return " ".join(cmd)
 
 
+def overloaded_stages(meas):
+    """{stage: True when over 1 % of its requests hit the client timeout}."""
+    return {k: v["failures"] > OVERLOAD_FAILURE_SHARE * (v["count"] + v["failures"])
+            for k, v in meas.items()}
+
+
 def predicted_stages(records, csv_path, overloaded):
     """{stage: {"ttft"|"tpot"|"e2e": {...}, "count", "unfinished", "timeouts", ...}}."""
     per = {}
@@ -110,8 +116,7 @@ def validate_run(runs_dir, run, kvsim, step_time, seed):
     meas = measured.read_stages(run_dir, workload["output_len"])
     config = model_config(runs_dir, server["model"])
     records = make_trace.make_records(workload, seed, 60.0)
-    overloaded = {k: v["failures"] > OVERLOAD_FAILURE_SHARE * (v["count"] + v["failures"])
-                  for k, v in meas.items()}
+    overloaded = overloaded_stages(meas)
     with tempfile.TemporaryDirectory(prefix="kvsim-lv-") as tmp:
         trace = os.path.join(tmp, "trace.jsonl")
         make_trace.write_trace(records, trace)
