@@ -93,6 +93,7 @@ void run(CalibrateOptions& o) {
   outputs.add("--json", o.json_path);
   for (const std::string& m : o.measured) outputs.add_input("a measurement file", m);
   outputs.add_input("--config", o.plan.config_path);
+  outputs.add_input("--gpu-spec", o.plan.gpu_spec_path);
   outputs.refuse_inputs();
   if (o.start.empty()) o.start = default_start();
   outputs.add_input("--start", o.start);
@@ -118,7 +119,10 @@ void run(CalibrateOptions& o) {
       p.model = s.model;
       p.config_path = s.config;
     }
-    if (!s.gpu.empty()) p.gpu = s.gpu;
+    if (!s.gpu.empty()) {
+      p.gpu = s.gpu;
+      p.gpu_spec_path.clear();  // the run's card replaces a --gpu-spec card too
+    }
     if (s.tensor_parallel_size) p.tensor_parallel_size = *s.tensor_parallel_size;
     if (s.max_model_len) p.max_model_len = *s.max_model_len;
     if (s.gpu_memory_utilization) p.gpu_memory_utilization = *s.gpu_memory_utilization;

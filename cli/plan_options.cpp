@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/model_presets.h"
+#include "kvsim/sim/io/gpu_spec.h"
 #include "kvsim/sim/io/model_config.h"
 
 namespace kvsim::cli {
@@ -80,6 +81,13 @@ ModelSpec resolve_model(const PlanOptions& o) {
 }
 
 GpuSpec resolve_gpu(const PlanOptions& o) {
+  if (!o.gpu_spec_path.empty()) {
+    if (!o.gpu.empty() || o.vram_gib) {
+      throw std::invalid_argument(fmt::format("give either --gpu-spec or {}, not both",
+                                              o.gpu.empty() ? "--vram-gib" : "--gpu"));
+    }
+    return load_gpu_spec(o.gpu_spec_path);
+  }
   GpuSpec g;
   if (!o.gpu.empty()) {
     g = find_gpu_preset(o.gpu);
@@ -152,6 +160,11 @@ void add_model_card_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--gpu", o.gpu, "GPU preset: " + gpus + " (default " + kDefaultGpu + ")")
       ->group("Card");
   app->add_option("--vram-gib", o.vram_gib, "Card memory in GiB (overrides the preset)")
+      ->group("Card");
+  app->add_option("--gpu-spec", o.gpu_spec_path,
+                  "Any other card, from a JSON file: name, vram_gib (or memory_gb), "
+                  "peak_bf16_tflops, hbm_gb_per_s [, peak_fp8_tflops, interconnect_gb_per_s, "
+                  "interconnect_latency_us] (not with --gpu / --vram-gib)")
       ->group("Card");
   app->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                   "Fraction of the card vLLM may use, in (0, 1]")
@@ -229,7 +242,7 @@ PlanInputs resolve_plan_inputs(const PlanOptions& o) {
 }
 
 bool uses_default_gpu(const PlanOptions& o) {
-  return o.gpu.empty() && !o.vram_gib;
+  return o.gpu.empty() && !o.vram_gib && o.gpu_spec_path.empty();
 }
 
 }  // namespace kvsim::cli

@@ -28,8 +28,9 @@ struct PlanOptions {
   std::optional<double> num_params;
   std::string dtype = "auto";  // the model's serving dtype; auto = the preset's / config's
   // Card.
-  std::string gpu;  // empty with no --vram-gib: rtx4090 (the lesson's card)
+  std::string gpu;  // empty with no --vram-gib / --gpu-spec: rtx4090 (the lesson's card)
   std::optional<double> vram_gib;
+  std::string gpu_spec_path;  // --gpu-spec FILE: a card from JSON (not with --gpu / --vram-gib)
   double gpu_memory_utilization = 0.92;
   double overhead_gib = 1.6;
   std::optional<double> weights_gib;
@@ -51,7 +52,7 @@ struct PlanOptions {
 inline constexpr const char* kDefaultGpu = "rtx4090";
 
 // Registers --model --config --num-layers --num-kv-heads --head-dim --num-params --dtype --gpu
-// --vram-gib --gpu-memory-utilization --overhead-gib --weights-gib --quantization
+// --vram-gib --gpu-spec --gpu-memory-utilization --overhead-gib --weights-gib --quantization
 // --kv-cache-dtype --tensor-parallel-size --max-model-len --block-size
 // --num-gpu-blocks-override --kv-cache-memory-bytes --(no-)disable-hybrid-kv-cache-manager on
 // `app`, storing into `opts` (which must outlive parsing).
@@ -61,7 +62,7 @@ void add_model_card_options(CLI::App* app, PlanOptions& opts);
 // the flag or the config file and field) on bad values.
 PlanInputs resolve_plan_inputs(const PlanOptions& opts);
 
-// True when the card came from the default (no --gpu, no --vram-gib).
+// True when the card came from the default (no --gpu, no --vram-gib, no --gpu-spec).
 bool uses_default_gpu(const PlanOptions& opts);
 
 // Refuses a --kv-cache-dtype value vLLM does not know, listing the ones it does: "FLAG: unknown

@@ -134,6 +134,7 @@ void run(const CLI::App& cmd, ReplayOptions& o) {
   outputs.add("--requests", o.requests_path);
   outputs.add_input("the trace", o.trace_path);
   outputs.add_input("--config", o.plan.config_path);
+  outputs.add_input("--gpu-spec", o.plan.gpu_spec_path);
   outputs.refuse_inputs();
   if (!std::isfinite(o.swap_space_gib) || o.swap_space_gib < 0) {
     throw std::invalid_argument(

@@ -419,8 +419,8 @@ void register_size_command(CLI::App& app) {
   add_model_card_options(cmd, o.plan);
   // The card, TP, KV dtype and block size are searched; per-card pool sizes make no sense here.
   for (const char* flag :
-       {"--gpu", "--vram-gib", "--weights-gib", "--kv-cache-dtype", "--tp", "--block-size",
-        "--num-gpu-blocks-override", "--kv-cache-memory-bytes"}) {
+       {"--gpu", "--vram-gib", "--gpu-spec", "--weights-gib", "--kv-cache-dtype", "--tp",
+        "--block-size", "--num-gpu-blocks-override", "--kv-cache-memory-bytes"}) {
     cmd->remove_option(cmd->get_option(flag));
   }
   cmd->get_option("--max-model-len")

@@ -112,6 +112,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   outputs.add("--csv", o.csv_path);
   outputs.add_input("the trace", o.trace_path);
   outputs.add_input("--config", o.plan.config_path);
+  outputs.add_input("--gpu-spec", o.plan.gpu_spec_path);
   outputs.open_all();
 
   SweepBase base;
