@@ -534,7 +534,7 @@ void ReplicaEngine::step_sync() {
   }
   work_ = work;
   execute_batch(out);
-  const int64_t dt = step_time_.step_time_ns(work_) + account_swaps(out);
+  const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/false) + account_swaps(out);
   new_work_ = false;
   on_step(out, t_);
   log_row(out, t_, dt);
@@ -596,7 +596,8 @@ void ReplicaEngine::step_async() {
       sum.async_ahead_tokens += ahead_tokens;
       sum.async_ahead_blocks += ahead_blocks;
       execute_batch(out);
-      dt = step_time_.step_time_ns(work_);
+      // Async: the host schedules this batch while the GPU runs the previous one.
+      dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/true);
       on_step(out, start);
       log_row(out, start, dt);
     } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {

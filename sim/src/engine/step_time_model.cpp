@@ -11,8 +11,9 @@
 
 namespace kvsim {
 
-int64_t StepTimeModel::step_time_ns(const StepWork& work) const {
-  const double s = estimate(work).total_s;
+int64_t StepTimeModel::step_time_ns(const StepWork& work, bool overlap_cpu) const {
+  const StepTimeBreakdown b = estimate(work);
+  const double s = overlap_cpu && b.cpu_s > 0 ? std::max(b.total_s - b.cpu_s, b.cpu_s) : b.total_s;
   if (!(s >= 0 && s <= kMaxStepSeconds)) {
     throw std::runtime_error(fmt::format(
         "step time model {} gives {:g} s for a step of {} tokens in {} sequences (limit {:g} s "
@@ -93,10 +94,43 @@ RooflineStepTime::RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, Ro
     throw std::invalid_argument(
         fmt::format("tensor_parallel_size must be >= 1, got {}", params_.tensor_parallel_size));
   }
+  for (const auto& [value, what] :
+       {std::pair{params_.cpu_ms, "cpu_ms"}, std::pair{params_.queue_ms, "queue_ms"},
+        std::pair{params_.token_ms, "token_ms"}}) {
+    if (!(value >= 0.0 && value <= kMaxStepSeconds * 1e3)) {
+      throw std::invalid_argument(fmt::format("{} must be in [0, {:g}] (one hour), got {:g}", what,
+                                              kMaxStepSeconds * 1e3, value));
+    }
+  }
+  if (!(gpu_.interconnect_bytes_per_s >= 0 && gpu_.interconnect_latency_s >= 0)) {
+    throw std::invalid_argument("roofline step time: interconnect numbers must be >= 0");
+  }
+}
+
+int64_t RooflineStepTime::cuda_graph_size(int64_t tokens) noexcept {
+  // vLLM's default cudagraph_capture_sizes: 1, 2, 4, then every multiple of 8 up to 512.
+  if (tokens <= 2) return tokens <= 1 ? 1 : 2;
+  if (tokens <= 4) return 4;
+  if (tokens > 512) return tokens;
+  return (tokens + 7) / 8 * 8;
+}
+
+double RooflineStepTime::comm_seconds(const StepWork& work) const noexcept {
+  const int32_t tp = params_.tensor_parallel_size;
+  if (tp <= 1 || gpu_.interconnect_bytes_per_s <= 0 || model_.hidden_size <= 0) return 0.0;
+  // Two all-reduces per layer (after attention and after the MLP) of the step's activations in
+  // 16-bit; a ring moves 2 (tp - 1)/tp of the buffer through each GPU's link in 2 (tp - 1) hops.
+  const double bytes =
+      static_cast<double>(work.num_tokens()) * static_cast<double>(model_.hidden_size) * 2.0;
+  const double one = 2.0 * (tp - 1) / tp * bytes / gpu_.interconnect_bytes_per_s +
+                     2.0 * (tp - 1) * gpu_.interconnect_latency_s;
+  return 2.0 * model_.num_layers * one;
 }
 
 double RooflineStepTime::flops(const StepWork& work) const noexcept {
-  const double tokens = static_cast<double>(work.num_tokens());
+  int64_t t = work.num_tokens();
+  if (params_.cuda_graph_padding && work.num_prefill_tokens == 0) t = cuda_graph_size(t);
+  const auto tokens = static_cast<double>(t);
   const double linear = 2.0 * model_.active_params * tokens;
   // QK^T and PV: 2 * d_h FLOPs each per (query, key) pair per head per layer.
   const double pairs =
@@ -127,14 +161,34 @@ StepTimeBreakdown RooflineStepTime::estimate(const StepWork& work) const {
   b.compute_s = flops(work) / (gpu_.peak_flops * params_.mfu);
   b.memory_s = bytes_moved(work) / (gpu_.hbm_bytes_per_s * params_.mbu);
   b.overhead_s = params_.overhead_ms * 1e-3;
-  b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s;
+  b.comm_s = comm_seconds(work);
+  b.cpu_s = params_.cpu_ms * 1e-3;
+  b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s + b.cpu_s;
   return b;
 }
 
+RequestOverheads RooflineStepTime::request_overheads() const {
+  RequestOverheads o;
+  o.queueing_s = params_.queue_ms * 1e-3;
+  o.per_output_token_s = params_.token_ms * 1e-3;
+  return o;
+}
+
 std::string RooflineStepTime::describe() const {
-  return fmt::format("roofline({} on {}, tp={}, mfu={}, mbu={}, overhead_ms={})", model_.name,
+  // The historical fields first; the newer terms only when they are in use.
+  std::string extra;
+  if (params_.cpu_ms > 0) extra += fmt::format(", cpu_ms={}", params_.cpu_ms);
+  if (params_.cuda_graph_padding) extra += ", cuda_graphs=1";
+  if (params_.queue_ms > 0) extra += fmt::format(", queue_ms={}", params_.queue_ms);
+  if (params_.token_ms > 0) extra += fmt::format(", token_ms={}", params_.token_ms);
+  if (params_.tensor_parallel_size > 1) {
+    extra += gpu_.interconnect_bytes_per_s > 0 && model_.hidden_size > 0
+                 ? fmt::format(", all-reduce over {:g} GB/s", gpu_.interconnect_bytes_per_s / 1e9)
+                 : std::string(", all-reduce not modelled (link unknown)");
+  }
+  return fmt::format("roofline({} on {}, tp={}, mfu={}, mbu={}, overhead_ms={}{})", model_.name,
                      gpu_.name, params_.tensor_parallel_size, params_.mfu, params_.mbu,
-                     params_.overhead_ms);
+                     params_.overhead_ms, extra);
 }
 
 namespace {
@@ -169,8 +223,8 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
     }
     if (kind != "roofline") {
       throw std::invalid_argument(
-          fmt::format("unknown model '{}' (expected fixed:MS or roofline[:overhead_ms=..,mfu=..,"
-                      "mbu=..])",
+          fmt::format("unknown model '{}' (expected fixed:MS, roofline[:key=value,...], "
+                      "physics:FILE or profile:DIR)",
                       kind));
     }
     if (colon != std::string_view::npos && rest.empty()) {
@@ -178,7 +232,8 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
     }
     RooflineParams params;
     params.tensor_parallel_size = tp;
-    bool seen_overhead = false, seen_mfu = false, seen_mbu = false;
+    bool seen_overhead = false, seen_mfu = false, seen_mbu = false, seen_cpu = false,
+         seen_graphs = false, seen_queue = false, seen_token = false;
     std::string_view todo = rest;
     while (!todo.empty()) {
       const auto comma = todo.find(',');
@@ -203,9 +258,26 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
       } else if (key == "mbu") {
         params.mbu = value;
         seen = &seen_mbu;
+      } else if (key == "cpu_ms") {
+        params.cpu_ms = value;
+        seen = &seen_cpu;
+      } else if (key == "queue_ms") {
+        params.queue_ms = value;
+        seen = &seen_queue;
+      } else if (key == "token_ms") {
+        params.token_ms = value;
+        seen = &seen_token;
+      } else if (key == "cuda_graphs") {
+        if (value != 0.0 && value != 1.0) {
+          throw std::invalid_argument(fmt::format("cuda_graphs must be 0 or 1, got {:g}", value));
+        }
+        params.cuda_graph_padding = value == 1.0;
+        seen = &seen_graphs;
       } else {
-        throw std::invalid_argument(
-            fmt::format("unknown parameter '{}' (expected overhead_ms, mfu, mbu)", key));
+        throw std::invalid_argument(fmt::format(
+            "unknown parameter '{}' (expected overhead_ms, mfu, mbu, cpu_ms, cuda_graphs, "
+            "queue_ms, token_ms)",
+            key));
       }
       if (*seen) throw std::invalid_argument(fmt::format("parameter '{}' given twice", key));
       *seen = true;

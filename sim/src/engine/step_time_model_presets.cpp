@@ -29,6 +29,7 @@ RooflineModelShape roofline_shape(const ModelSpec& model, int32_t tp,
   s.weight_bytes =
       weight_bytes_total > 0 ? weight_bytes_total : total_params * dtype_bytes(model.dtype);
   s.num_layers = static_cast<int32_t>(model.num_layers);
+  s.hidden_size = model.hidden_size;
   s.num_attention_heads = static_cast<int32_t>(
       model.num_attention_heads > 0 ? model.num_attention_heads : model.num_kv_heads);
   s.head_dim = static_cast<int32_t>(model.head_dim);

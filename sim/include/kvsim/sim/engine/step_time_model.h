@@ -86,7 +86,11 @@ struct StepTimeBreakdown {
   double compute_s = 0.0;   // FLOPs / (peak FLOP/s * mfu)
   double memory_s = 0.0;    // bytes / (HBM bandwidth * mbu)
   double overhead_s = 0.0;  // fixed per-step cost (scheduling, launch, sampling)
-  double total_s = 0.0;     // max(compute, memory) + overhead; 0 for an empty step
+  double comm_s = 0.0;      // tensor-parallel all-reduces (in total_s)
+  // Host time of the step (scheduling, input preparation) that async scheduling overlaps with
+  // the previous batch's GPU time; part of total_s (see step_time_ns).
+  double cpu_s = 0.0;
+  double total_s = 0.0;  // max(compute, memory) + overhead + comm + cpu; 0 for an empty step
   bool compute_bound() const noexcept { return compute_s > memory_s; }
 };
 
@@ -102,9 +106,11 @@ class StepTimeModel {
   // Per-request host costs (see RequestOverheads); none unless a model declares them.
   virtual RequestOverheads request_overheads() const { return {}; }
   // estimate(work).total_s in integer nanoseconds (rounded to nearest), the replay clock's unit.
+  // With `overlap_cpu` (async scheduling: the host prepares step k+1 while the GPU runs step k)
+  // the step takes max(GPU part, cpu_s) instead of their sum.
   // Throws std::runtime_error when the estimate is not finite or exceeds kMaxStepSeconds (a huge
   // batch on a tiny mfu/mbu); such a step is a configuration error, not something to clamp.
-  int64_t step_time_ns(const StepWork& work) const;
+  int64_t step_time_ns(const StepWork& work, bool overlap_cpu = false) const;
 };
 
 // `fixed:MS`: each non-empty step takes exactly `ms` milliseconds (0 < ms <= 3.6e6, one hour).
@@ -134,6 +140,7 @@ struct RooflineModelShape {
   double routed_expert_weight_bytes = 0;   // bytes of all routed experts (0 for dense models)
   int32_t num_experts = 0;                 // routed experts E (0 = dense)
   int32_t num_experts_per_tok = 0;         // experts per token k
+  int64_t hidden_size = 0;                 // all-reduced activations per token (0: not modelled)
 };
 
 // The GPU the roofline runs on (one device; tensor parallel uses tp of them).
@@ -141,6 +148,10 @@ struct RooflineGpu {
   std::string name;
   double peak_flops = 0;       // dense bf16 FLOP/s
   double hbm_bytes_per_s = 0;  // nominal HBM bandwidth
+  // GPU-to-GPU link (NVLink, xGMI, PCIe) per GPU and one collective's latency; 0 = unknown, and
+  // then tensor-parallel all-reduces are not modelled (describe() says so).
+  double interconnect_bytes_per_s = 0;
+  double interconnect_latency_s = 0;
 };
 
 // Tunables of the roofline; defaults documented (and justified) in docs/step-time-model.md.
@@ -149,14 +160,25 @@ struct RooflineParams {
   double mbu = 0.8;          // achievable fraction of peak HBM bandwidth
   double overhead_ms = 1.0;  // fixed per-step cost
   int32_t tensor_parallel_size = 1;
+  // Of the per-step cost, the host part async scheduling hides behind the GPU (added on top of
+  // overhead_ms; 0 = none).
+  double cpu_ms = 0.0;
+  // Pure-decode steps run as CUDA graphs captured for batch sizes 1, 2, 4, 8, 16, 24, ..., 512:
+  // the linear layers compute the padded batch (vLLM's default capture sizes).
+  bool cuda_graph_padding = false;
+  // Per-request host costs a client sees (RequestOverheads): before the engine, per output token.
+  double queue_ms = 0.0;
+  double token_ms = 0.0;
 };
 
-// time = max(compute, memory) + overhead, per GPU of a tensor-parallel group:
-//   compute = (2 * P_active * T + 4 * L * n_heads * d_h * sum(context*new + new^2/2)) / tp
+// time = max(compute, memory) + overhead + comm + cpu, per GPU of a tensor-parallel group:
+//   compute = (2 * P_active * T' + 4 * L * n_heads * d_h * sum(context*new + new^2/2)) / tp
 //             / (peak_flops * mfu)
 //   memory  = (W_read(T) / tp + kappa_rank * (sum(context) + T)) / (hbm * mbu)
-// W_read(T) = W for dense models (see RooflineModelShape for MoE).
-// T = tokens scheduled in the step. All-reduce traffic is not modelled.
+//   comm    = 2 L ring all-reduces of T x hidden x 2 bytes when tp > 1 and the link is known:
+//             each 2 (tp-1)/tp x bytes / link + 2 (tp-1) x latency
+// W_read(T) = W for dense models (see RooflineModelShape for MoE). T = tokens scheduled in the
+// step; T' = T, or the CUDA graph size a pure-decode batch is padded to (cuda_graph_padding).
 class RooflineStepTime final : public StepTimeModel {
  public:
   // Throws std::invalid_argument when a shape/GPU number is not positive or a parameter is out of
@@ -164,11 +186,15 @@ class RooflineStepTime final : public StepTimeModel {
   RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, RooflineParams params = {});
   StepTimeBreakdown estimate(const StepWork& work) const override;
   std::string describe() const override;
+  RequestOverheads request_overheads() const override;
 
   // Work counts, for tests and docs.
   double flops(const StepWork& work) const noexcept;            // per GPU
   double bytes_moved(const StepWork& work) const noexcept;      // per GPU
   double weight_bytes_read(int64_t num_tokens) const noexcept;  // whole model, all ranks
+  double comm_seconds(const StepWork& work) const noexcept;     // the all-reduces
+  // vLLM's default CUDA graph capture size for a decode batch of `tokens` (itself above 512).
+  static int64_t cuda_graph_size(int64_t tokens) noexcept;
   const RooflineParams& params() const noexcept { return params_; }
 
  private:
