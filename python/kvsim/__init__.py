@@ -62,6 +62,7 @@ def plan(
     dtype: Optional[str] = None,
     gpu: Optional[str] = None,
     vram_gib: Optional[float] = None,
+    gpu_spec: Optional[str | os.PathLike] = None,
     gpu_memory_utilization: Optional[float] = None,
     overhead_gib: Optional[float] = None,
     weights_gib: Optional[float] = None,
@@ -84,7 +85,8 @@ def plan(
 
     The model is ``model`` (a preset, see MODEL_PRESETS), ``config`` (a Hugging Face
     config.json) or num_layers + num_kv_heads + head_dim; the card is ``gpu`` (GPU_PRESETS;
-    default rtx4090) or ``vram_gib``. ``concurrency`` also asks for the longest context that
+    default rtx4090), ``vram_gib``, or ``gpu_spec`` (a JSON file describing any other card, as
+    ``kvsim --gpu-spec``: docs/planner.md). ``concurrency`` also asks for the longest context that
     many sequences can hold (max_context_tokens). Hybrid models (sliding-window or chunked-local
     layers, docs/hybrid-kv.md): ``max_num_batched_tokens`` (default: vLLM's for the card),
     ``max_num_seqs`` and ``async_scheduling`` (vLLM 0.26's default, two batches in flight) size
@@ -160,6 +162,7 @@ def replay(
     dtype: Optional[str] = None,
     gpu: Optional[str] = None,
     vram_gib: Optional[float] = None,
+    gpu_spec: Optional[str | os.PathLike] = None,
     gpu_memory_utilization: Optional[float] = None,
     overhead_gib: Optional[float] = None,
     weights_gib: Optional[float] = None,
@@ -274,6 +277,7 @@ def sweep(
     dtype: Optional[str] = None,
     gpu: Optional[str] = None,
     vram_gib: Optional[float] = None,
+    gpu_spec: Optional[str | os.PathLike] = None,
     gpu_memory_utilization: Optional[float] = None,
     overhead_gib: Optional[float] = None,
     weights_gib: Optional[float] = None,

@@ -18,7 +18,7 @@ from . import _kvsim
 # Which group each argument belongs to (the extension consumes exactly these keys).
 PLAN_KEYS = (
     "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype", "gpu",
-    "vram_gib", "gpu_memory_utilization", "overhead_gib", "weights_gib", "quantization",
+    "vram_gib", "gpu_spec", "gpu_memory_utilization", "overhead_gib", "weights_gib", "quantization",
     "kv_cache_dtype", "tensor_parallel_size", "max_model_len", "block_size",
     "num_gpu_blocks_override", "kv_cache_memory_bytes", "disable_hybrid_kv_cache_manager",
 )
@@ -45,7 +45,7 @@ TRACE_KEYS = (
 )
 
 _STR = ("model", "dtype", "gpu", "quantization", "kv_cache_dtype", "step_time", "router")
-_PATH = ("config",)
+_PATH = ("config", "gpu_spec")
 _BOOL = ("enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
          "async_scheduling", "check_invariants", "timeline", "requests", "skip_bad_rows",
          "disable_hybrid_kv_cache_manager", "slo_stop_early", "early_stop")

@@ -85,6 +85,7 @@ cli::PlanOptions plan_options_from(nb::dict kwargs) {
   k.take("dtype", o.dtype);
   k.take("gpu", o.gpu);
   k.take("vram_gib", o.vram_gib);
+  k.take("gpu_spec", o.gpu_spec_path);
   k.take("gpu_memory_utilization", o.gpu_memory_utilization);
   k.take("overhead_gib", o.overhead_gib);
   k.take("weights_gib", o.weights_gib);

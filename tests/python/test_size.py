@@ -155,8 +155,8 @@ def test_errors_carry_the_cli_message(cli):
     base_flags = ["--model", "qwen2.5-7b", "--slo-ttft-p99", 2, "--slo-tpot-p99", 0.1]
     for kw, args in ((dict(gpus=["h100"], tp=[1]), ["--gpus", "h100", "--tp", 1]),
                      (dict(gpus=["l40s"], tp=[1, 1]), ["--gpus", "l40s", "--tp", "1,1"]),
-                     (dict(gpus=["l40s"], tp=[1], gpu_price={"b200": 5}),
-                      ["--gpus", "l40s", "--tp", 1, "--gpu-price", "b200=5"]),
+                     (dict(gpus=["l40s"], tp=[1], gpu_price={"tpu": 5}),
+                      ["--gpus", "l40s", "--tp", 1, "--gpu-price", "tpu=5"]),
                      (dict(gpus=["l40s"], tp=[1], max_replicas=5000),
                       ["--gpus", "l40s", "--tp", 1, "--max-replicas", 5000])):
         message = cli.error("size", AZURE_CONV, "--max-requests", 50, *base_flags, *args)
