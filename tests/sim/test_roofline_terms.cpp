@@ -36,24 +36,33 @@ StepWork decode_batch(int batch, int context) {
 TEST(RooflineTerms, AllReducesAreTwoRingsPerLayer) {
   RooflineParams p;
   p.tensor_parallel_size = 4;
+  EXPECT_EQ(RooflineStepTime(llama70b(), linked(450, 5), p).comm_seconds(decode_batch(4, 10)),
+            0.0);  // off unless asked for
+  p.allreduce = true;
   const RooflineStepTime m(llama70b(), linked(450, 5), p);
   const StepWork w = decode_batch(64, 1000);
-  // 64 tokens x 8192 x 2 bytes per all-reduce; a ring moves 2 x 3/4 of it over 450 GB/s in
-  // 2 x 3 hops of 5 us; two per layer, 80 layers.
+  // 64 tokens x 8192 x 2 bytes per all-reduce; a ring sends 2 x 3/4 of it over 450 GB/s, plus
+  // 5 us of latency; two per layer, 80 layers.
   const double bytes = 64.0 * 8192 * 2;
-  const double one = 2.0 * 3 / 4 * bytes / 450e9 + 2.0 * 3 * 5e-6;
+  const double one = 2.0 * 3 / 4 * bytes / 450e9 + 5e-6;
   EXPECT_DOUBLE_EQ(m.comm_seconds(w), 2 * 80 * one);
   const StepTimeBreakdown b = m.estimate(w);
   EXPECT_DOUBLE_EQ(b.comm_s, 2 * 80 * one);
   EXPECT_DOUBLE_EQ(b.total_s, std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s);
-  EXPECT_NE(m.describe().find("all-reduce over 450 GB/s"), std::string::npos) << m.describe();
+  EXPECT_NE(m.describe().find("all-reduce over 450 GB/s + 5 us"), std::string::npos)
+      << m.describe();
+  p.allreduce_us = 2;
+  EXPECT_DOUBLE_EQ(RooflineStepTime(llama70b(), linked(450, 5), p).comm_seconds(w),
+                   2 * 80 * (2.0 * 3 / 4 * bytes / 450e9 + 2e-6));
+  p.allreduce_us = -1;
   // TP 1, or an unknown link: no term, and the description says which.
   p.tensor_parallel_size = 1;
   EXPECT_EQ(RooflineStepTime(llama70b(), linked(450, 5), p).comm_seconds(w), 0.0);
   p.tensor_parallel_size = 4;
   const RooflineStepTime unknown(llama70b(), linked(0, 0), p);
   EXPECT_EQ(unknown.comm_seconds(w), 0.0);
-  EXPECT_NE(unknown.describe().find("all-reduce not modelled (link unknown)"), std::string::npos);
+  EXPECT_NE(unknown.describe().find("all-reduce not modelled (the card's link is unknown)"),
+            std::string::npos);
 }
 
 TEST(RooflineTerms, AsyncOverlapsTheHostPart) {
@@ -101,7 +110,12 @@ TEST(RooflineTerms, SpecKeysAndRequestOverheads) {
   // The default description is what it always was (reports and JSON stay byte-identical).
   EXPECT_EQ(parse_step_time_spec("roofline", shape, linked(0, 0), 1)->describe(),
             "roofline(llama-70b on h100-80g, tp=1, mfu=0.5, mbu=0.8, overhead_ms=1)");
+  const std::unique_ptr<StepTimeModel> ar =
+      parse_step_time_spec("roofline:allreduce=1,allreduce_us=8", shape, linked(900, 30), 2);
+  EXPECT_NE(ar->describe().find("all-reduce over 900 GB/s + 8 us"), std::string::npos)
+      << ar->describe();
   for (const char* bad : {"roofline:cuda_graphs=2", "roofline:cpu_ms=-1", "roofline:queue_ms=1e9",
+                          "roofline:allreduce=0.5", "roofline:allreduce_us=-2",
                           "roofline:token_ms=x", "roofline:cpu_ms=1,cpu_ms=2"}) {
     EXPECT_THROW(parse_step_time_spec(bad, shape, linked(0, 0), 1), std::invalid_argument) << bad;
   }

@@ -184,8 +184,7 @@ TEST(ParseStepTimeSpec, FixedAndRooflineForms) {
   EXPECT_DOUBLE_EQ(r->params().overhead_ms, 0.0);
   EXPECT_EQ(r->params().tensor_parallel_size, 2);
   EXPECT_EQ(r->describe(),
-            "roofline(llama-3.1-8b on h100-80g, tp=2, mfu=0.4, mbu=0.9, overhead_ms=0, all-reduce "
-            "not modelled (link unknown))");
+            "roofline(llama-3.1-8b on h100-80g, tp=2, mfu=0.4, mbu=0.9, overhead_ms=0)");
 }
 
 TEST(ParseStepTimeSpec, BadSpecsNameTheProblem) {

@@ -117,13 +117,17 @@ int64_t RooflineStepTime::cuda_graph_size(int64_t tokens) noexcept {
 
 double RooflineStepTime::comm_seconds(const StepWork& work) const noexcept {
   const int32_t tp = params_.tensor_parallel_size;
-  if (tp <= 1 || gpu_.interconnect_bytes_per_s <= 0 || model_.hidden_size <= 0) return 0.0;
+  if (!params_.allreduce || tp <= 1 || gpu_.interconnect_bytes_per_s <= 0 ||
+      model_.hidden_size <= 0) {
+    return 0.0;
+  }
+  const double latency_s =
+      params_.allreduce_us >= 0 ? params_.allreduce_us * 1e-6 : gpu_.interconnect_latency_s;
   // Two all-reduces per layer (after attention and after the MLP) of the step's activations in
-  // 16-bit; a ring moves 2 (tp - 1)/tp of the buffer through each GPU's link in 2 (tp - 1) hops.
+  // 16-bit; a ring sends 2 (tp - 1)/tp of the buffer out of each GPU (and receives as much).
   const double bytes =
       static_cast<double>(work.num_tokens()) * static_cast<double>(model_.hidden_size) * 2.0;
-  const double one = 2.0 * (tp - 1) / tp * bytes / gpu_.interconnect_bytes_per_s +
-                     2.0 * (tp - 1) * gpu_.interconnect_latency_s;
+  const double one = 2.0 * (tp - 1) / tp * bytes / gpu_.interconnect_bytes_per_s + latency_s;
   return 2.0 * model_.num_layers * one;
 }
 
@@ -181,10 +185,14 @@ std::string RooflineStepTime::describe() const {
   if (params_.cuda_graph_padding) extra += ", cuda_graphs=1";
   if (params_.queue_ms > 0) extra += fmt::format(", queue_ms={}", params_.queue_ms);
   if (params_.token_ms > 0) extra += fmt::format(", token_ms={}", params_.token_ms);
-  if (params_.tensor_parallel_size > 1) {
-    extra += gpu_.interconnect_bytes_per_s > 0 && model_.hidden_size > 0
-                 ? fmt::format(", all-reduce over {:g} GB/s", gpu_.interconnect_bytes_per_s / 1e9)
-                 : std::string(", all-reduce not modelled (link unknown)");
+  if (params_.allreduce) {
+    const double us =
+        params_.allreduce_us >= 0 ? params_.allreduce_us : gpu_.interconnect_latency_s * 1e6;
+    extra += params_.tensor_parallel_size <= 1 ? std::string(", allreduce=1 (tp 1: none)")
+             : gpu_.interconnect_bytes_per_s > 0 && model_.hidden_size > 0
+                 ? fmt::format(", all-reduce over {:g} GB/s + {:g} us",
+                               gpu_.interconnect_bytes_per_s / 1e9, us)
+                 : std::string(", all-reduce not modelled (the card's link is unknown)");
   }
   return fmt::format("roofline({} on {}, tp={}, mfu={}, mbu={}, overhead_ms={}{})", model_.name,
                      gpu_.name, params_.tensor_parallel_size, params_.mfu, params_.mbu,
@@ -233,7 +241,8 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
     RooflineParams params;
     params.tensor_parallel_size = tp;
     bool seen_overhead = false, seen_mfu = false, seen_mbu = false, seen_cpu = false,
-         seen_graphs = false, seen_queue = false, seen_token = false;
+         seen_graphs = false, seen_queue = false, seen_token = false, seen_allreduce = false,
+         seen_allreduce_us = false;
     std::string_view todo = rest;
     while (!todo.empty()) {
       const auto comma = todo.find(',');
@@ -267,6 +276,19 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
       } else if (key == "token_ms") {
         params.token_ms = value;
         seen = &seen_token;
+      } else if (key == "allreduce") {
+        if (value != 0.0 && value != 1.0) {
+          throw std::invalid_argument(fmt::format("allreduce must be 0 or 1, got {:g}", value));
+        }
+        params.allreduce = value == 1.0;
+        seen = &seen_allreduce;
+      } else if (key == "allreduce_us") {
+        if (!(value >= 0 && value <= 1e6)) {
+          throw std::invalid_argument(
+              fmt::format("allreduce_us must be in [0, 1e6], got {:g}", value));
+        }
+        params.allreduce_us = value;
+        seen = &seen_allreduce_us;
       } else if (key == "cuda_graphs") {
         if (value != 0.0 && value != 1.0) {
           throw std::invalid_argument(fmt::format("cuda_graphs must be 0 or 1, got {:g}", value));
@@ -276,7 +298,7 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
       } else {
         throw std::invalid_argument(fmt::format(
             "unknown parameter '{}' (expected overhead_ms, mfu, mbu, cpu_ms, cuda_graphs, "
-            "queue_ms, token_ms)",
+            "queue_ms, token_ms, allreduce, allreduce_us)",
             key));
       }
       if (*seen) throw std::invalid_argument(fmt::format("parameter '{}' given twice", key));

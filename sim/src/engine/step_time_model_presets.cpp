@@ -57,7 +57,11 @@ RooflineGpu roofline_gpu(const GpuSpec& gpu) {
         "fixed:MS)",
         gpu.name));
   }
-  return {gpu.name, gpu.peak_bf16_tflops * 1e12, gpu.hbm_gb_per_s * 1e9};
+  RooflineGpu g{gpu.name, gpu.peak_bf16_tflops * 1e12, gpu.hbm_gb_per_s * 1e9};
+  // The presets quote the link's two directions together; a ring sends and receives at once.
+  g.interconnect_bytes_per_s = gpu.interconnect_gb_per_s * 1e9 / 2.0;
+  g.interconnect_latency_s = gpu.interconnect_latency_us * 1e-6;
+  return g;
 }
 
 std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const ModelSpec& model,

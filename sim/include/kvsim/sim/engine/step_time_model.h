@@ -148,8 +148,9 @@ struct RooflineGpu {
   std::string name;
   double peak_flops = 0;       // dense bf16 FLOP/s
   double hbm_bytes_per_s = 0;  // nominal HBM bandwidth
-  // GPU-to-GPU link (NVLink, xGMI, PCIe) per GPU and one collective's latency; 0 = unknown, and
-  // then tensor-parallel all-reduces are not modelled (describe() says so).
+  // GPU-to-GPU link (NVLink, xGMI, PCIe) of one GPU, bytes/s in each direction, and a small
+  // all-reduce's latency; 0 = unknown, and then tensor-parallel all-reduces are not modelled
+  // (describe() says so).
   double interconnect_bytes_per_s = 0;
   double interconnect_latency_s = 0;
 };
@@ -169,14 +170,19 @@ struct RooflineParams {
   // Per-request host costs a client sees (RequestOverheads): before the engine, per output token.
   double queue_ms = 0.0;
   double token_ms = 0.0;
+  // Tensor-parallel all-reduces over the card's link (allreduce=1). Off by default: on the
+  // public H100 runs (docs/latency-validation.md) the link's bandwidth and NCCL latency made TP 2
+  // predictions worse, not better (vLLM's custom all-reduce inside CUDA graphs is cheaper).
+  bool allreduce = false;
+  double allreduce_us = -1;  // one small all-reduce's latency; < 0: the card's preset
 };
 
 // time = max(compute, memory) + overhead + comm + cpu, per GPU of a tensor-parallel group:
 //   compute = (2 * P_active * T' + 4 * L * n_heads * d_h * sum(context*new + new^2/2)) / tp
 //             / (peak_flops * mfu)
 //   memory  = (W_read(T) / tp + kappa_rank * (sum(context) + T)) / (hbm * mbu)
-//   comm    = 2 L ring all-reduces of T x hidden x 2 bytes when tp > 1 and the link is known:
-//             each 2 (tp-1)/tp x bytes / link + 2 (tp-1) x latency
+//   comm    = with allreduce=1, tp > 1 and a known link, 2 L ring all-reduces of T x hidden x 2
+//             bytes: each 2 (tp-1)/tp x bytes / link (one direction) + a small one's latency
 // W_read(T) = W for dense models (see RooflineModelShape for MoE). T = tokens scheduled in the
 // step; T' = T, or the CUDA graph size a pure-decode batch is padded to (cuda_graph_padding).
 class RooflineStepTime final : public StepTimeModel {
