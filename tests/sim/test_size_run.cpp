@@ -2,6 +2,7 @@
 // independence, and the shard -> JSON -> merge round trip (byte-identical outputs).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -86,8 +87,7 @@ std::vector<SizeResult> ranked(const std::vector<SizeCandidate>& cands, int32_t 
   std::vector<SizeResult> r = run_size(cands, fake_runner, default_gpu_prices(), o);
   for (SizeResult& x : r) {
     if (!x.trials.empty()) {
-      x.replay_command = "kvsim replay t.csv --gpu " + x.candidate.gpu + " --replicas " +
-                         std::to_string(x.replicas);
+      x.replay_command = size_replay_command("kvsim replay t.csv", "round-robin", x);
     }
   }
   rank_size_results(r);
@@ -278,7 +278,9 @@ TEST(SizeReport, JsonHasTheDocumentedFields) {
   EXPECT_EQ(c.at("gpu"), "h200-141g");
   EXPECT_EQ(c.at("kv_cache_dtype"), "fp8");
   EXPECT_EQ(c.at("feasible"), true);
-  EXPECT_EQ(c.at("replay_command"), "kvsim replay t.csv --gpu h200-141g --replicas 3");
+  EXPECT_EQ(c.at("replay_command"),
+            "kvsim replay t.csv --gpu h200-141g --tensor-parallel-size 1 --kv-cache-dtype fp8 "
+            "--replicas 3 --router round-robin");
   const auto& dnf = j.at("candidates")[14];
   EXPECT_EQ(dnf.at("feasible"), false);
   EXPECT_TRUE(dnf.at("ttft_p99_s").is_null());
@@ -339,6 +341,117 @@ TEST(SizeReport, MergeRefusesMissingDuplicateAndForeignShards) {
   EXPECT_NE(error({{"a.json", s0}, {"b.json", broken}}).find("b.json: candidate"),
             std::string::npos)
       << error({{"a.json", s0}, {"b.json", broken}});
+}
+
+// The shard JSON with `edit` applied to its first feasible candidate (and the report).
+std::string edited(const std::string& shard,
+                   const std::function<void(nlohmann::ordered_json& report,
+                                            nlohmann::ordered_json& candidate)>& edit) {
+  auto j = nlohmann::ordered_json::parse(shard);
+  for (auto& c : j.at("candidates")) {
+    if (c.at("feasible").get<bool>()) {
+      edit(j, c);
+      return j.dump(2) + "\n";
+    }
+  }
+  ADD_FAILURE() << "no feasible candidate";
+  return shard;
+}
+
+std::string merge_error(const std::vector<NamedText>& shards) {
+  try {
+    merge_size_reports(shards);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Issue 23: rows that contradict their own arithmetic, their report or the grid are refused.
+TEST(SizeReport, MergeRefusesCandidatesThatContradictThemselves) {
+  const auto cands = expand_size_candidates(three_cards());
+  const auto ctx = context(18);
+  const std::string s0 = size_json(ctx, ranked(cands, 1, {0, 2}));
+  const std::string s1 = size_json(ctx, ranked(cands, 1, {1, 2}));
+  using J = nlohmann::ordered_json;
+  ASSERT_EQ(merge_error({{"a.json", s0}, {"b.json", s1}}), "no error");
+  // cost != replicas x tp x price.
+  std::string err = merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) {
+                                                    c["cost_per_hour"] =
+                                                        c["cost_per_hour"].get<double>() * 2;
+                                                  })}});
+  EXPECT_NE(err.find("b.json: candidate "), std::string::npos) << err;
+  EXPECT_NE(err.find("b.json: candidate 7: cost_per_hour 23.92 is not replicas 4 x tp 1 x "
+                     "price_per_gpu_hour 2.99 = 11.96; the shard contradicts itself"),
+            std::string::npos)
+      << err;
+  // gpus != replicas x tp.
+  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) { c["gpus"] = 7; })}});
+  EXPECT_NE(err.find("b.json: candidate 7: field 'gpus' is 7, not replicas 4 x tp 1 = 4"),
+            std::string::npos)
+      << err;
+  // Another price for the same GPU (cost kept consistent with it).
+  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) {
+                                        c["price_per_gpu_hour"] = 1.0;
+                                        c["cost_per_hour"] = c["gpus"].get<double>();
+                                      })}});
+  EXPECT_NE(err.find("price_per_gpu_hour 1 for h100-80g, but candidate "), std::string::npos)
+      << err;
+  // A GPU renamed: the replay command no longer replays it; renamed there too, the candidates no
+  // longer form the grid.
+  const auto rename = [](bool command) {
+    return [command](J&, J& c) {
+      c["gpu"] = "a100-80g";
+      if (command) {
+        std::string cmd = c["replay_command"];
+        cmd.replace(cmd.find("--gpu h100-80g"), 14, "--gpu a100-80g");
+        c["replay_command"] = cmd;
+      }
+    };
+  };
+  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, rename(false))}});
+  EXPECT_NE(err.find("replay_command does not replay it (expected 'kvsim replay ... --gpu "
+                     "a100-80g --tensor-parallel-size 1 --kv-cache-dtype fp8 --replicas 4 --router "
+                     "round-robin')"),
+            std::string::npos)
+      << err;
+  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, rename(true))}});
+  EXPECT_NE(
+      err.find("the candidates do not form a grid: gpu 'a100-80g' is on 1 candidate(s), gpu "),
+      std::string::npos)
+      << err;
+  EXPECT_NE(err.find("b.json: candidate "), std::string::npos) << err;
+  // The report's feasible count, and a trial beyond its max_replicas.
+  err = merge_error(
+      {{"a.json", s0}, {"b.json", edited(s1, [](J& report, J&) { report["feasible"] = 99; })}});
+  EXPECT_NE(err.find("b.json: the report: field 'feasible' is 99, but 8 of its candidates are "
+                     "feasible"),
+            std::string::npos)
+      << err;
+  err = merge_error(
+      {{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) { c["trials"][0]["replicas"] = 17; })}});
+  EXPECT_NE(err.find("a trial at 17 replicas, outside the report's 1..max_replicas 16"),
+            std::string::npos)
+      << err;
+}
+
+TEST(SizeReport, MergeSaysWhatDiffersBetweenShardHeaders) {
+  const auto cands = expand_size_candidates(three_cards());
+  const auto ctx = context(18);
+  const std::string s0 = size_json(ctx, ranked(cands, 1, {0, 2}));
+  SizeReportContext other = ctx;
+  other.size_id = 42;
+  EXPECT_EQ(merge_error({{"a.json", s0}, {"b.json", size_json(other, ranked(cands, 1, {1, 2}))}}),
+            "b.json: a shard of a different search than a.json: size_id 000000000000002a vs "
+            "0123456789abcdef (the flags or the requests read differ)");
+  // Same size_id, different header: printed "size_id X vs X" before; now names the field.
+  other = ctx;
+  other.trace = "traces/y.csv";
+  other.max_replicas = 8;
+  EXPECT_EQ(merge_error({{"a.json", s0}, {"b.json", size_json(other, {})}}),
+            "b.json: a shard of a different search than a.json: the same size_id "
+            "0123456789abcdef, yet trace 'traces/y.csv' vs 'traces/x.csv', max_replicas 8 vs 16 "
+            "(a report header was edited?)");
 }
 
 TEST(SizeReport, TableListsInfeasibleWithReason) {

@@ -126,6 +126,44 @@ TEST(MergeSweepCsvs, QuotedDtypeRoundTripsThroughWriteAndMerge) {
   EXPECT_EQ(merge_sweep_csvs(std::vector<NamedText>{{"a.csv", csv}}), csv);
 }
 
+// Issue 23: a row that contradicts its own arithmetic or the sweep it claims is refused.
+TEST(MergeSweepCsvs, RefusesRowsThatContradictThemselves) {
+  const std::string a = shard_csv(0, 2, 7);  // block sizes 8 and 32 (indices 0, 2)
+  const std::string b = shard_csv(1, 2, 7);  // block sizes 16 and 64 (indices 1, 3)
+  ASSERT_EQ(merge_error({{"a.csv", a}, {"b.csv", b}}), "no error");
+  // Block size 8 -> 16 on row 0: its uniform expectation still says (8 - 1) / 2.
+  EXPECT_NE(merge_error({{"a.csv", with_field(a, 2, 3, "16")}, {"b.csv", b}})
+                .find("a.csv:2: expected_padding_per_seq_uniform 3.5 is not (block_size 16 - 1) "
+                      "/ 2 = 7.5; refusing to merge an edited or corrupt row"),
+            std::string::npos);
+  // Both edited consistently: two rows of block size 16, none of 8, so the grid's outermost
+  // axis is broken.
+  const std::string err =
+      merge_error({{"a.csv", with_field(with_field(a, 2, 3, "16"), 2, 23, "7.5")}, {"b.csv", b}});
+  EXPECT_NE(err.find("a.csv:3: block_size 32 is on 1 row(s), block_size 16 on 2: block size is "
+                     "the grid's outermost axis"),
+            std::string::npos)
+      << err;
+  // More finished than requested, another trace's request count, peak above max_num_seqs.
+  EXPECT_NE(merge_error({{"a.csv", with_field(a, 3, 12, "11")}, {"b.csv", b}})
+                .find("a.csv:3: finished 11 + rejected 0 is more than its requests 10"),
+            std::string::npos);
+  EXPECT_NE(
+      merge_error({{"a.csv", a}, {"b.csv", with_field(with_field(b, 2, 11, "12"), 2, 12, "12")}})
+          .find("b.csv:2: requests 12 differs from 10 in a.csv:2"),
+      std::string::npos);
+  EXPECT_NE(merge_error({{"a.csv", with_field(a, 2, 16, "300")}, {"b.csv", b}})
+                .find("peak_running 300 is above its max_num_seqs 256"),
+            std::string::npos);
+  // padding per sequence must be the ratio of the two means (to the digits written).
+  EXPECT_NE(merge_error({{"a.csv", with_field(a, 2, 21, "2")}, {"b.csv", b}})
+                .find("padding_tokens_per_seq 2 is not padding_tokens_mean 0 / mean_running 3.5"),
+            std::string::npos);
+  EXPECT_EQ(
+      merge_error({{"a.csv", with_field(with_field(a, 2, 20, "7"), 2, 21, "2")}, {"b.csv", b}}),
+      "no error");
+}
+
 TEST(SweepFingerprint, IsFnv1a64) {
   EXPECT_EQ(sweep_fingerprint(""), 0xcbf29ce484222325ULL);
   EXPECT_EQ(sweep_fingerprint("a"), 0xaf63dc4c8601ec8cULL);

@@ -1,6 +1,7 @@
 // kvsim size: the JSON report and reading it back for --merge.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/sweep/size_report.h"
+#include "size_merge_checks.h"
 
 namespace kvsim {
 namespace {
@@ -174,6 +176,10 @@ SizeResult read_result(const std::string& file, const nlohmann::json& j, size_t 
   r.kv_cache_dtype = planned ? dtype : "";
   r.num_gpu_blocks = rd.integer<int64_t>(j, "num_gpu_blocks");
   r.replicas = rd.integer<int32_t>(j, "replicas");
+  if (const auto gpus = rd.integer<int64_t>(j, "gpus"); gpus != r.gpus()) {
+    rd.fail("gpus", fmt::format("is {}, not replicas {} x tp {} = {}", gpus, r.replicas,
+                                r.candidate.tensor_parallel_size, r.gpus()));
+  }
   r.price_per_gpu_hour = rd.number(j, "price_per_gpu_hour");
   r.cost_per_hour = rd.number(j, "cost_per_hour");
   r.formula_max_concurrency = rd.integer<int64_t>(j, "formula_max_concurrency");
@@ -224,13 +230,6 @@ SizeReportContext read_context(const std::string& file, const nlohmann::json& j)
   return c;
 }
 
-bool same_context(const SizeReportContext& a, const SizeReportContext& b) {
-  return a.size_id == b.size_id && a.num_candidates == b.num_candidates && a.trace == b.trace &&
-         a.requests == b.requests && a.model == b.model && a.router == b.router &&
-         a.max_replicas == b.max_replicas && a.slo.ttft_s == b.slo.ttft_s &&
-         a.slo.tpot_s == b.slo.tpot_s && a.slo.e2e_s == b.slo.e2e_s;
-}
-
 }  // namespace
 
 std::string size_json(const SizeReportContext& ctx, std::span<const SizeResult> results) {
@@ -258,6 +257,7 @@ SizeMerge merge_size_reports(std::span<const NamedText> shards) {
   if (shards.empty()) throw std::invalid_argument("--merge: no shard files given");
   SizeMerge m;
   std::set<int64_t> seen;
+  std::map<int64_t, std::string> file_of;  // candidate index -> its shard, for messages
   for (size_t s = 0; s < shards.size(); ++s) {
     const NamedText& shard = shards[s];
     nlohmann::json j;
@@ -272,17 +272,18 @@ SizeMerge merge_size_reports(std::span<const NamedText> shards) {
     const SizeReportContext ctx = read_context(shard.name, j);
     if (s == 0) {
       m.context = ctx;
-    } else if (!same_context(ctx, m.context)) {
-      throw std::invalid_argument(fmt::format(
-          "{}: a shard of a different search than {} (size_id {:016x} vs {:016x}: trace, model, "
-          "SLO, candidates or flags differ)",
-          shard.name, shards[0].name, ctx.size_id, m.context.size_id));
+    } else if (const std::string diff = size_context_difference(ctx, m.context); !diff.empty()) {
+      throw std::invalid_argument(fmt::format("{}: a shard of a different search than {}: {}",
+                                              shard.name, shards[0].name, diff));
     }
     const Reader rd{shard.name, "the report"};
     const nlohmann::json& list = rd.at(j, "candidates");
     if (!list.is_array()) rd.fail("candidates", "must be a list");
+    int64_t feasible = 0;
     for (size_t i = 0; i < list.size(); ++i) {
       SizeResult r = read_result(shard.name, list[i], i);
+      check_size_candidate(shard.name, ctx, r);
+      feasible += r.feasible() ? 1 : 0;
       if (r.candidate.index < 0 || r.candidate.index >= ctx.num_candidates) {
         throw std::invalid_argument(fmt::format("{}: candidate index {} outside 0..{}", shard.name,
                                                 r.candidate.index, ctx.num_candidates - 1));
@@ -291,7 +292,12 @@ SizeMerge merge_size_reports(std::span<const NamedText> shards) {
         throw std::invalid_argument(fmt::format("{}: candidate {} appears in more than one shard",
                                                 shard.name, r.candidate.index));
       }
+      file_of[r.candidate.index] = shard.name;
       m.results.push_back(std::move(r));
+    }
+    if (const auto said = rd.integer<int64_t>(j, "feasible"); said != feasible) {
+      rd.fail("feasible",
+              fmt::format("is {}, but {} of its candidates are feasible", said, feasible));
     }
   }
   if (static_cast<int64_t>(seen.size()) != m.context.num_candidates) {
@@ -302,6 +308,7 @@ SizeMerge merge_size_reports(std::span<const NamedText> shards) {
         "given or did not finish)",
         seen.size(), m.context.num_candidates, missing));
   }
+  check_size_candidates_agree(m.results, file_of, m.context.router);
   rank_size_results(m.results);
   return m;
 }

@@ -13,6 +13,7 @@
 #include "kvsim/sim/io/csv.h"
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/sweep/sweep.h"
+#include "sweep_merge_checks.h"
 
 namespace kvsim {
 namespace {
@@ -62,6 +63,20 @@ constexpr Column kColumns[] = {
     {"tpot_p99_s", Col::kNumber},
 };
 constexpr size_t kNumColumns = std::size(kColumns);
+// The positions sweep_merge_checks.cpp reads.
+static_assert(kColumns[sweep_col::kIndex].name == "config_index");
+static_assert(kColumns[sweep_col::kBlockSize].name == "block_size");
+static_assert(kColumns[sweep_col::kMaxNumSeqs].name == "max_num_seqs");
+static_assert(kColumns[sweep_col::kRequests].name == "requests");
+static_assert(kColumns[sweep_col::kFinished].name == "finished");
+static_assert(kColumns[sweep_col::kRejected].name == "rejected");
+static_assert(kColumns[sweep_col::kPeakRunning].name == "peak_running");
+static_assert(kColumns[sweep_col::kMeanRunning].name == "mean_running");
+static_assert(kColumns[sweep_col::kPaddingMean].name == "padding_tokens_mean");
+static_assert(kColumns[sweep_col::kPaddingPerSeq].name == "padding_tokens_per_seq");
+static_assert(kColumns[sweep_col::kExpectedPerSeq].name == "expected_padding_per_seq");
+static_assert(kColumns[sweep_col::kExpectedUniform].name == "expected_padding_per_seq_uniform");
+static_assert(kColumns[sweep_col::kExpectedFraction].name == "expected_padding_fraction");
 
 std::string make_header() {
   std::string h;
@@ -152,6 +167,7 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
   int64_t num_configs = -1;
   std::string sweep_id;
   std::string first_from;  // file:line that fixed num_configs and sweep_id
+  SweepRowAgreement agreement;
   csv::Splitter splitter;
   const std::vector<std::string_view>& fields = splitter.fields();
   for (const NamedText& shard : shards) {
@@ -214,6 +230,14 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
         throw at(fmt::format("config_index {} out of range [0, {})", index, count));
       }
       const std::string here = fmt::format("{}:{}", shard.name, line_no);
+      // Rows that contradict themselves or the sweep they claim (edited or corrupt).
+      std::string contradiction = sweep_row_contradiction(fields);
+      if (contradiction.empty() && !where.contains(index)) {
+        contradiction = agreement.add(fields, here);
+      }
+      if (!contradiction.empty()) {
+        throw at(contradiction + "; refusing to merge an edited or corrupt row");
+      }
       if (!rows.emplace(index, std::string(line)).second) {
         throw at(fmt::format("config_index {} already given in {}", index, where[index]));
       }
@@ -232,6 +256,10 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
     throw std::invalid_argument(
         fmt::format("--merge: {} of {} configs missing (first: {}); a shard did not run?",
                     num_configs - static_cast<int64_t>(rows.size()), num_configs, missing));
+  }
+  if (const std::string err = agreement.grid_layout(where); !err.empty()) {
+    throw std::invalid_argument(
+        fmt::format("--merge: {}; refusing to merge an edited or corrupt row", err));
   }
   std::string out = header;
   out += '\n';

@@ -55,7 +55,8 @@ std::string size_replay_command(const std::string& prefix, const std::string& ro
 
 // Reads shard JSONs (written by size_json; contents with names for messages) back: every shard
 // must agree on the context (size_id, num_candidates, trace, model, SLO, router, max_replicas),
-// no candidate index may appear twice, and together they must cover 0 .. num_candidates - 1.
+// no candidate index may appear twice, and together they must cover 0 .. num_candidates - 1;
+// no candidate may contradict its own arithmetic, its report or the grid (size_merge_checks.h).
 // Returns the context and the results ranked (rank_size_results). Throws std::invalid_argument
 // naming the file (and the line for malformed JSON, the candidate for a bad field).
 struct SizeMerge {

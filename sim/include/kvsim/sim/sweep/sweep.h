@@ -153,7 +153,8 @@ uint64_t sweep_fingerprint(std::string_view canonical);
 // equal to sweep_csv_header(); every row must have exactly the header's field count, each field
 // a valid value of its column's type (integers canonical: no sign, no leading zero), and the
 // file must end in a newline; every row must agree on num_configs and sweep_id, no config index
-// may appear twice, and together they must cover 0 .. num_configs-1. Returns the merged CSV, rows
+// may appear twice, and together they must cover 0 .. num_configs-1; no row may contradict
+// itself or the other rows (sweep_merge_checks.h). Returns the merged CSV, rows
 // sorted by config index: byte-identical to an unsharded run's CSV. Throws std::invalid_argument
 // naming the file and line (and column for a bad field).
 struct NamedText {
