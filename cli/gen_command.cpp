@@ -77,7 +77,8 @@ void run_gen(const CLI::App& cmd, GenArgs& a) {
     }
   }
   outputs.open_all();
-  const std::vector<TraceRequest> reqs = generate_trace(a.gen);
+  GenClipped clipped;
+  const std::vector<TraceRequest> reqs = generate_trace(a.gen, &clipped);
   throw_if_interrupted();
   write_kvsim_jsonl(outputs.stream("--output"), reqs, a.out != "-" && a.out.ends_with(".gz"));
   outputs.finish("--output");
@@ -91,11 +92,17 @@ void run_gen(const CLI::App& cmd, GenArgs& a) {
       out_sum += r.output_tokens;
     }
     const auto n = static_cast<double>(reqs.size());
+    // Draws outside [1, max] are clipped; say how many, so a distorted distribution shows.
+    std::string clips;
+    if (clipped.input > 0 || clipped.output > 0) {
+      clips = fmt::format("; clipped to the valid range: {} input and {} output lengths",
+                          clipped.input, clipped.output);
+    }
     fmt::print(stderr,
                "kvsim gen: wrote {} requests to {} (span {:.3f} s, mean input {:.1f}, mean "
-               "output {:.1f} tokens)\n",
+               "output {:.1f} tokens{})\n",
                reqs.size(), a.out == "-" ? "stdout" : a.out,
-               static_cast<double>(reqs.back().arrival_ns) * 1e-9, in_sum / n, out_sum / n);
+               static_cast<double>(reqs.back().arrival_ns) * 1e-9, in_sum / n, out_sum / n, clips);
   }
 }
 
@@ -130,7 +137,9 @@ void register_gen_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--input-len", args->input,
                   "Input length: fixed:N | uniform:LO,HI | normal:MEAN,SIGMA | "
-                  "lognormal:MU,SIGMA | zipf:S,MAX | empirical:TRACE")
+                  "lognormal:MU,SIGMA | zipf:S,MAX | empirical:TRACE. Draws are rounded and "
+                  "clipped to [1, 2^24]; normal/lognormal parameters that would clip more than 10 "
+                  "% of them are refused, and the summary line counts the clipped draws")
       ->capture_default_str();
   cmd->add_option("--output-len", args->output, "Output length (same forms as --input-len)")
       ->capture_default_str();

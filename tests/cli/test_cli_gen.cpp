@@ -169,3 +169,22 @@ TEST_F(CliGen, ReplayRefusesHashBlockSizeForTracesWithoutHashIds) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 23: normal/lognormal lengths follow uniform's rule (refused when they would mostly clip;
+// clipped silently before) and the clipped draws that remain are counted on the summary line.
+TEST(CliGenClipping, RefusesMostlyClippedLengthsAndCountsTheRest) {
+  expect_error("gen -n 5 --output-len normal:0,10 -o /dev/null",
+               "--output-len normal:0,10: 52 % of the draws would fall outside [1, 16777216] and "
+               "be clipped (at most 10 % may be; a mean inside the range with a smaller SIGMA "
+               "fits)");
+  const CliRun r = kvsim("gen -n 2000 --output-len normal:16,10 -o /dev/null");
+  EXPECT_EQ(r.status, 0) << r.out;
+  // P(16 + 10 z < 0.5) = 6.1 %: about 120 of 2000.
+  EXPECT_NE(r.out.find("; clipped to the valid range: 0 input and 1"), std::string::npos) << r.out;
+  const CliRun none = kvsim("gen -n 20 -o /dev/null");
+  EXPECT_EQ(none.out.find("clipped"), std::string::npos) << none.out;
+}
+
+}  // namespace

@@ -159,17 +159,17 @@ TEST(TraceGen, LengthDistributionMeans) {
   }
   // Lognormal: mean exp(mu + sigma^2/2) = exp(6 + 0.125) = 457.1.
   o.input = parse_length_dist("lognormal:6,0.5");
-  // Normal clipped at 1: with mean 0 about half the draws clip to 1.
-  o.output = parse_length_dist("normal:0,10");
-  r = generate_trace(o);
+  // Normal clipped at 1, counted: nearbyint(20 + 10 z) < 1 iff z < -1.95, P = 0.0256.
+  o.output = parse_length_dist("normal:20,10");
+  GenClipped clipped;
+  r = generate_trace(o, &clipped);
   EXPECT_NEAR(mean(r, true), 457.1, 5);
-  size_t ones = 0;
-  for (const auto& x : r) {
-    ASSERT_GE(x.output_tokens, 1);
-    ones += x.output_tokens == 1;
-  }
-  // nearbyint(10 z) <= 1 iff 10 z < 1.5: P(z < 0.15) = 0.5596.
-  EXPECT_NEAR(static_cast<double>(ones) / r.size(), 0.5596, 0.01);
+  EXPECT_EQ(clipped.input, 0);
+  int64_t below = 0;
+  for (const auto& x : r) ASSERT_GE(x.output_tokens, 1);
+  for (const auto& x : r) below += x.output_tokens == 1 ? 1 : 0;
+  EXPECT_NEAR(static_cast<double>(clipped.output) / 50'000, 0.0256, 0.003);
+  EXPECT_LE(clipped.output, below);  // a draw of exactly 1 is not clipped
   // Zipf(s=2, max 1000): P(1) = 1 / H(1000, 2) = 0.6087.
   o.input = parse_length_dist("zipf:2,1000");
   r = generate_trace(o);
@@ -333,8 +333,11 @@ TEST(TraceGen, OutOfRangeOptionsAreErrorsNotSilentClips) {
   // Exactly the maximum is fine; random draws are clipped to leave room for the prefix.
   o.input = parse_length_dist("fixed:777216");
   EXPECT_EQ(generate_trace(o)[0].input_tokens, 16777216);
+  // A normal around a mean above what is left is refused rather than clipped to the maximum.
   o.input = parse_length_dist("normal:5000000,10");
-  EXPECT_EQ(generate_trace(o)[1].input_tokens, 16777216);
+  EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+            "--input-len normal:5e+06,10: 100 % of the draws would fall outside [1, 777216] and "
+            "be clipped (at most 10 % may be; a mean inside the range with a smaller SIGMA fits)");
 
   // Total shared-prefix content is bounded (2^28 ids): 300 prompts of 2^24 tokens at 16 tokens
   // per id need 300 * 2^20 ids; known before anything is generated.
@@ -350,6 +353,34 @@ TEST(TraceGen, OutOfRangeOptionsAreErrorsNotSilentClips) {
   EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
             "--prefix-groups 20 x --prefix-tokens 16000000 token ids exceed the generator's limit "
             "of 268435456");
+}
+
+// Issue 23: normal/lognormal parameters that clip a substantial share are refused, as fixed and
+// uniform values out of range are (normal:0,10 used to turn half the requests into length 1).
+TEST(TraceGen, DistributionsThatWouldMostlyClipAreRefused) {
+  TraceGenOptions o;
+  o.num_requests = 10;
+  o.output = parse_length_dist("normal:0,10");
+  EXPECT_EQ(invalid_argument_of([&] { generate_trace(o); }),
+            "--output-len normal:0,10: 52 % of the draws would fall outside [1, 16777216] and be "
+            "clipped (at most 10 % may be; a mean inside the range with a smaller SIGMA fits)");
+  o.output = parse_length_dist("normal:3,4");  // P(X < 0.5) = 27 %
+  EXPECT_NE(invalid_argument_of([&] { generate_trace(o); }).find("27 % of the draws"),
+            std::string::npos);
+  o.output = parse_length_dist("normal:0.4,0");  // sigma 0: always rounds to 0
+  EXPECT_NE(invalid_argument_of([&] { generate_trace(o); }).find("100 %"), std::string::npos);
+  o.output = parse_length_dist("lognormal:-2,0.5");  // median 0.14 tokens
+  EXPECT_NE(invalid_argument_of([&] { generate_trace(o); }).find("--output-len lognormal:-2,0.5"),
+            std::string::npos);
+  o.output = parse_length_dist("lognormal:17,0.1");  // median 24 M tokens, above 2^24
+  EXPECT_NE(invalid_argument_of([&] { generate_trace(o); }).find("100 %"), std::string::npos);
+  // Within the limit: generated, with the clipped draws counted.
+  o.output = parse_length_dist("normal:12,10");  // P(X < 0.5) = 12.5 %: refused
+  EXPECT_NE(invalid_argument_of([&] { generate_trace(o); }), "");
+  o.output = parse_length_dist("normal:16,10");  // P(X < 0.5) = 6.1 %
+  GenClipped clipped;
+  EXPECT_EQ(generate_trace(o, &clipped).size(), 10u);
+  EXPECT_EQ(clipped.input, 0);
 }
 
 TEST(TraceGen, GammaCvIsBounded) {

@@ -106,12 +106,15 @@ class LengthSampler {
     last_index_ = i;
     return clip_length((*empirical_)[i]);
   }
+  // Draws that fell outside [1, max_length] and were clipped.
+  int64_t clipped() const { return clipped_; }
 
  private:
-  int32_t clip_length(double v) const {
-    if (std::isnan(v)) return 1;
-    return static_cast<int32_t>(
-        std::clamp<double>(std::nearbyint(v), 1.0, static_cast<double>(max_length_)));
+  int32_t clip_length(double v) {
+    const double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
+    const double c = std::clamp<double>(r, 1.0, static_cast<double>(max_length_));
+    clipped_ += c != r ? 1 : 0;
+    return static_cast<int32_t>(c);
   }
 
   LengthDist d_;
@@ -120,7 +123,36 @@ class LengthSampler {
   std::vector<double> cdf_;
   size_t last_index_ = 0;
   int64_t max_length_;
+  int64_t clipped_ = 0;
 };
+
+// The share of a normal or lognormal distribution's draws that round outside [1, max_length]
+// (0 for the other kinds: fixed and uniform are checked exactly, zipf and empirical are only
+// counted).
+double clipped_share(const LengthDist& d, int64_t max_length) {
+  const auto phi = [](double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); };
+  // Rounded draws below 1 are those under 0.5, above the maximum those from max + 0.5.
+  double lo = 0.5;
+  double hi = static_cast<double>(max_length) + 0.5;
+  if (d.kind == LengthDist::Kind::LOGNORMAL) {
+    lo = std::log(lo);
+    hi = std::log(hi);
+  } else if (d.kind != LengthDist::Kind::NORMAL) {
+    return 0.0;
+  }
+  if (d.b == 0) return d.a < lo || d.a >= hi ? 1.0 : 0.0;
+  return phi((lo - d.a) / d.b) + (1.0 - phi((hi - d.a) / d.b));
+}
+
+void check_clipped_share(const char* flag, const LengthDist& d, int64_t max_length) {
+  const double share = clipped_share(d, max_length);
+  if (share <= kMaxClippedShare) return;
+  throw std::invalid_argument(fmt::format(
+      "{} {}:{:g},{:g}: {:.0f} % of the draws would fall outside [1, {}] and be clipped (at most "
+      "{:.0f} % may be; a mean{} inside the range with a smaller SIGMA fits)",
+      flag, d.kind == LengthDist::Kind::NORMAL ? "normal" : "lognormal", d.a, d.b, 100 * share,
+      max_length, 100 * kMaxClippedShare, d.kind == LengthDist::Kind::NORMAL ? "" : " of ln L"));
+}
 
 std::string too_much_prefix_content(const TraceGenOptions& o, int64_t requests) {
   const bool hash_ids = o.prefix_encoding == PrefixEncoding::HASH_IDS;
@@ -186,6 +218,9 @@ void validate(const TraceGenOptions& o) {
     }
   }
   check(o.priority_levels >= 1, "--priority-levels must be >= 1");
+  const int64_t prefix = o.prefix_groups > 0 ? o.prefix_tokens : 0;
+  check_clipped_share("--input-len", o.input, kMaxGeneratedLength - prefix);
+  check_clipped_share("--output-len", o.output, kMaxGeneratedLength);
 }
 
 std::vector<int64_t> arrivals(const TraceGenOptions& o) {
@@ -285,7 +320,7 @@ GenArrival parse_gen_arrival(std::string_view name) {
       "unknown arrival process '{}' (expected poisson|gamma|constant|burst|all-at-once)", name));
 }
 
-std::vector<TraceRequest> generate_trace(const TraceGenOptions& o) {
+std::vector<TraceRequest> generate_trace(const TraceGenOptions& o, GenClipped* clipped) {
   validate(o);
   using Kind = LengthDist::Kind;
   std::vector<int32_t> input_pool;
@@ -365,6 +400,7 @@ std::vector<TraceRequest> generate_trace(const TraceGenOptions& o) {
     r.input_tokens = in;
     out.push_back(std::move(r));
   }
+  if (clipped != nullptr) *clipped = {input.clipped(), output.clipped()};
   return out;
 }
 

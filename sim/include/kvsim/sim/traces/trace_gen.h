@@ -18,7 +18,11 @@ namespace kvsim {
 
 // A distribution of token counts. Every draw is rounded to an integer and clipped to
 // [1, kMaxGeneratedLength] (with shared prefixes: [1, kMaxGeneratedLength - prefix_tokens]).
-// fixed:N and uniform:LO,HI are never clipped: N or HI out of range is an error instead.
+// fixed:N and uniform:LO,HI are never clipped: N or HI out of range is an error instead. The
+// same rule, in proportion, for normal and lognormal: parameters that would put more than
+// kMaxClippedShare of the draws outside the range (e.g. a normal mean below 1) are an error, so
+// a typo cannot turn into a spike of length-1 requests; generate_trace counts the draws that
+// were clipped (GenClipped) so the rest is visible too.
 struct LengthDist {
   enum class Kind : uint8_t { FIXED, UNIFORM, NORMAL, LOGNORMAL, ZIPF, EMPIRICAL };
   Kind kind = Kind::FIXED;
@@ -27,6 +31,7 @@ struct LengthDist {
   std::string path;  // EMPIRICAL: a trace file whose lengths are resampled uniformly
 };
 inline constexpr int64_t kMaxGeneratedLength = 1 << 24;
+inline constexpr double kMaxClippedShare = 0.10;
 
 // Parses "fixed:N", "uniform:LO,HI", "normal:MEAN,SIGMA", "lognormal:MU,SIGMA", "zipf:S,MAX" or
 // "empirical:PATH"; throws std::invalid_argument with the accepted forms otherwise.
@@ -66,8 +71,17 @@ struct TraceGenOptions {
   int32_t priority_levels = 1;   // >1: priorities drawn uniformly from [0, priority_levels)
 };
 
+// Draws clipped to the valid range, per length (empirical lengths of 0 count too: they become 1).
+struct GenClipped {
+  int64_t input = 0;
+  int64_t output = 0;
+};
+
 // Generates the requests in arrival order (source_line = 1-based index). Throws
-// std::invalid_argument on impossible options.
-std::vector<TraceRequest> generate_trace(const TraceGenOptions& options);
+// std::invalid_argument on impossible options, naming --input-len / --output-len for a normal
+// or lognormal distribution that would be clipped for more than kMaxClippedShare of the draws.
+// `clipped`, when given, receives the clip counts.
+std::vector<TraceRequest> generate_trace(const TraceGenOptions& options,
+                                         GenClipped* clipped = nullptr);
 
 }  // namespace kvsim
