@@ -2,6 +2,7 @@
 // write a calibration JSON that `--step-time physics:FILE` reads (docs/calibrate.md).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -156,7 +157,8 @@ void run(CalibrateOptions& o) {
     auto join = [](std::string& all, const std::string& v) {
       if (all.find(v) == std::string::npos) all += (all.empty() ? "" : ",") + v;
     };
-    join(model_name, plan.model_name);
+    // A model read from a config.json is named by its path: keep it readable.
+    join(model_name, std::filesystem::path(plan.model_name).lexically_normal().string());
     join(gpu_name, plan.gpu_name);
     join(kv_dtype, kv);
     tps.push_back(tp);
