@@ -42,6 +42,7 @@
 #include "plan_options.h"
 #include "run_fingerprint.h"
 #include "scheduler_options.h"
+#include "size_progress.h"
 #include "trace_options.h"
 #include "validators.h"
 
@@ -341,11 +342,18 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   search.shard = shard;
   const auto start = std::chrono::steady_clock::now();
   std::vector<SizeResult> results;
-  try {
-    results = run_size(candidates, runner, prices, search);
-  } catch (...) {
-    throw_if_interrupted();
-    throw;
+  {
+    // A large grid says how large it is and, on a terminal, how far along (size_progress.h).
+    int64_t searched = 0;
+    for (const SizeCandidate& c : candidates) searched += shard.contains(c.group) ? 1 : 0;
+    SizeProgress progress(searched, static_cast<int64_t>(trace.requests.size()), o.jobs);
+    search.on_candidate_done = [&progress] { progress.candidate_done(); };
+    try {
+      results = run_size(candidates, runner, prices, search);
+    } catch (...) {
+      throw_if_interrupted();
+      throw;
+    }
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

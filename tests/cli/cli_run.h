@@ -21,9 +21,11 @@ struct CliRun {
 
 // `kvsim <args> <redirect>`; `redirect` picks what is captured ("2>&1": both streams,
 // "2>/dev/null": stdout only). `args` is shell text: quote paths that need it.
-inline CliRun run_kvsim(const std::string& args, const std::string& redirect = "2>&1") {
+inline CliRun run_kvsim(const std::string& args, const std::string& redirect = "2>&1");
+
+// Any shell command line; captures its stdout.
+inline CliRun run_shell(const std::string& cmd) {
   CliRun r;
-  const std::string cmd = std::string("'") + KVSIM_BINARY + "' " + args + " " + redirect;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
   std::array<char, 4096> buf{};
@@ -32,6 +34,10 @@ inline CliRun run_kvsim(const std::string& args, const std::string& redirect = "
   const int status = pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+inline CliRun run_kvsim(const std::string& args, const std::string& redirect) {
+  return run_shell(std::string("'") + KVSIM_BINARY + "' " + args + " " + redirect);
 }
 
 // Concatenation by append: GCC 12 at -O3 warns (-Wrestrict, a false positive) about

@@ -2,6 +2,7 @@
 // command reproducing a candidate, --jobs independence, --shard/--merge byte identity, the
 // no-feasible exit status and bad input.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -198,6 +199,81 @@ TEST_F(CliSize, BadInputIsOneLineNamingTheFlag) {
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << "\n" << r.out;
+  }
+}
+
+// Issue 23: a large grid announces its size and a time estimate before it runs; a small one
+// does not; stderr that is not a terminal gets no redrawn bar.
+TEST_F(CliSize, ALargeGridAnnouncesItselfWithAnEstimate) {
+  const CliRun big = run_kvsim(size("-q --max-num-seqs 64,128"), "2>&1 >/dev/null");
+  ASSERT_EQ(big.status, 0) << big.out;
+  EXPECT_EQ(big.out.rfind("kvsim size: searching 16 candidates over 150 requests with 1 job; "
+                          "estimated ~",
+                          0),
+            0u)
+      << big.out;
+  EXPECT_NE(big.out.find("(a rough guess: "), std::string::npos) << big.out;
+  EXPECT_EQ(big.out.find('\r'), std::string::npos) << "a bar on a pipe";
+  const CliRun small = run_kvsim(size("-q"), "2>&1 >/dev/null");
+  ASSERT_EQ(small.status, 0) << small.out;
+  EXPECT_EQ(small.out.find("searching"), std::string::npos) << small.out;
+  // A shard counts only its own candidates (16 in 3 shards: at most 6 each, below the limit).
+  const CliRun shard = run_kvsim(
+      size("-q --max-num-seqs 64,128 --shard 0/3 --json " + path("s0.json")), "2>&1 >/dev/null");
+  ASSERT_EQ(shard.status, 0) << shard.out;
+  EXPECT_EQ(shard.out.find("searching"), std::string::npos) << shard.out;
+}
+
+// On a terminal (util-linux `script` gives the run a pty) the bar counts candidates done / total.
+TEST_F(CliSize, OnATerminalABarCountsCandidates) {
+  if (std::system("script --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string cmd =
+      cat({"'", KVSIM_BINARY, "' ", size("-q --max-num-seqs 64,128 --json " + path("t.json"))});
+  std::ofstream(path("run.sh")) << cmd << "\n";
+  const CliRun r =
+      kvsim_cli_test::run_shell(cat({"script -qec 'sh ", path("run.sh"), "' /dev/null 2>&1"}));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("\r\033[Kkvsim size: [#"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("] 16/16 candidates, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("] 1/16 candidates, "), std::string::npos) << r.out;
+}
+
+// Every bad-input path of size and size --merge exits 2; 3 is only "no candidate meets the SLO".
+TEST_F(CliSize, EveryBadInputExits2) {
+  std::ofstream(path("bad.json")) << "{\"size_id\": 1";
+  std::ofstream(path("empty.json")) << "";
+  for (const std::string& args :
+       {size("--max-replicas 100000"),
+        size("--gpus nope"),
+        size("--tp 0"),
+        size("--tp 1,1"),
+        size("--kv-cache-dtype fp9"),
+        size("--block-sizes 0"),
+        size("--gpu-price l40s=-1"),
+        size("--gpu-price nope=1"),
+        size("--shard 3/3"),
+        size("--plot -"),
+        size("--json " + path("x.json") + " --csv " + path("x.json")),
+        size("--json " + path("trace.csv")),
+        size("--jobs 0"),
+        size("--slo-ttft-p99 0"),
+        size("--router nope"),
+        size("--json " + path("missing-dir/x.json")),
+        cat({"size ", path("nope.csv"),
+             " --model llama-3.1-8b --slo-ttft-p99 1 "
+             "--slo-tpot-p99 1 --gpus l40s --tp 1"}),
+        cat({"size ", path("trace.csv"), " --slo-ttft-p99 1 --slo-tpot-p99 1 --gpus l40s --tp 1"}),
+        cat({"size ", path("trace.csv"),
+             " --model llama-3.1-8b --slo-ttft-p99 1 --gpus l40s"
+             " --tp 1"}),
+        cat({"size --merge ", path("bad.json")}),
+        cat({"size --merge ", path("empty.json")}),
+        cat({"size --merge ", path("nope.json")}),
+        cat({"size --merge ", path("bad.json"), " --tp 1"}),
+        cat({"size --merge ", path("bad.json"), " --json ", path("bad.json")})}) {
+    const CliRun r = run_kvsim(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("kvsim: error: "), std::string::npos) << args << "\n" << r.out;
   }
 }
 

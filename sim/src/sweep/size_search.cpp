@@ -170,6 +170,7 @@ std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
           at[u] = i;
           results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas, guess);
           if (!results[i].trials.empty()) guess = results[i].replicas;
+          if (options.on_candidate_done) options.on_candidate_done();
         }
       });
   for (size_t u = 0; u < units.size(); ++u) {

@@ -190,6 +190,9 @@ struct SizeSearchOptions {
   int32_t max_replicas = 64;
   int32_t jobs = 1;
   ShardSpec shard;  // selects groups: group % count == index
+  // Called after each candidate of the shard is searched (for a progress display); called from
+  // the worker threads, so it must be thread-safe. Empty: nothing is called.
+  std::function<void()> on_candidate_done;
 };
 
 // Plans and searches every candidate of the groups in `shard` with `jobs` threads (one group at
