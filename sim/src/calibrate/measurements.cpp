@@ -308,8 +308,9 @@ void read_run_file(const nlohmann::json& j, MeasuredRun& run) {
         (key == "arrival_from_s" ? group.arrival_from_ns : group.arrival_to_ns) = ns;
         continue;
       }
+      const std::string name = key;  // a structured binding cannot be captured (C++20)
       const auto it = std::find_if(kStatNames.begin(), kStatNames.end(),
-                                   [&](const char* n) { return key == std::string(n) + "_s"; });
+                                   [&](const char* n) { return name == std::string(n) + "_s"; });
       if (it == kStatNames.end()) fail(where, fmt::format("unknown key \"{}\"", key));
       group.stats[static_cast<size_t>(it - kStatNames.begin())] =
           positive_seconds(value, where + ", " + key, false);
