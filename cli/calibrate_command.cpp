@@ -111,7 +111,13 @@ void run(CalibrateOptions& o) {
 
   std::vector<MeasuredRun> runs;
   runs.reserve(o.measured.size());
-  for (const std::string& path : o.measured) runs.push_back(read_measurements(path));
+  for (const std::string& path : o.measured) {
+    runs.push_back(read_measurements(path));
+    // What a run file names is an input too: -o must not replace its trace or config.
+    outputs.add_input("a run file's trace", runs.back().trace_path);
+    outputs.add_input("a run file's config", runs.back().settings.config);
+  }
+  outputs.refuse_inputs();
   std::vector<CalibrationTarget> targets;
   std::string model_name, gpu_name, kv_dtype;
   std::vector<int32_t> tps;

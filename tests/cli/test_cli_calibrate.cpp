@@ -93,7 +93,20 @@ TEST_F(CliCalibrate, BadInputAndRefusedFitsAreOneLineErrors) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("beta3 (weight reads) is exactly a combination"), std::string::npos)
       << r.out;
-  // The output may not be a measurement file.
+  // The output may not be a measurement file, nor a file a run file names.
+  const fs::path trace = dir_ / "t.jsonl";
+  {
+    std::ofstream(trace) << R"({"arrival_s": 0, "input_tokens": 10, "output_tokens": 4})"
+                         << "\n"
+                         << R"({"arrival_s": 1, "input_tokens": 12, "output_tokens": 4})"
+                         << "\n";
+    std::ofstream(dir_ / "run.json")
+        << R"({"format": "kvsim-calibration-run/1", "trace": "t.jsonl", "groups": [{"ttft_mean_s": 0.05}]})";
+  }
+  r = run_kvsim(cat(
+      {"calibrate '", (dir_ / "run.json").string(), "' ", kEngine, " -o '", trace.string(), "'"}));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("refusing to overwrite an input"), std::string::npos) << r.out;
   r = run_kvsim(cat({"calibrate '", good.string(), "' ", kEngine, " -o '", good.string(), "'"}));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("refusing to overwrite an input"), std::string::npos) << r.out;

@@ -254,7 +254,8 @@ void read_run_file(const nlohmann::json& j, MeasuredRun& run) {
   if (!j.contains("trace") || !j.at("trace").is_string()) {
     fail(run.path, "\"trace\" must name a kvsim trace file");
   }
-  run.trace = read_trace(relative(j.at("trace").get<std::string>()));
+  run.trace_path = relative(j.at("trace").get<std::string>());
+  run.trace = read_trace(run.trace_path);
   if (j.contains("settings")) {
     const nlohmann::json& s = j.at("settings");
     if (!s.is_object()) fail(run.path, "\"settings\" must be an object");

@@ -72,6 +72,7 @@ struct RunSettings {
 struct MeasuredRun {
   std::string path;
   std::string kind;  // "vllm-bench" | "requests" | "run"
+  std::string trace_path;  // a run file's trace (as resolved); empty for the other kinds
   Trace trace;
   std::vector<MeasuredGroup> groups;
   RunSettings settings;
