@@ -31,6 +31,7 @@ from . import _frames
 from . import _kvsim
 from . import _options
 from ._kvsim import BlockPool, DoesNotFitError, KVCacheManager, Request, TraceError
+from ._calibrate import calibrate
 from ._results import (ClusterReplayResult, Plan, ReplayResult, SizeReport, Summary,
                        plan_from_json, requests_frame, timeline_frame)
 from ._trace import Trace, TraceRequest
@@ -38,8 +39,8 @@ from ._trace import Trace, TraceRequest
 __all__ = [
     "BlockPool", "ClusterReplayResult", "DoesNotFitError", "GPU_PRESETS", "KVCacheManager",
     "MODEL_PRESETS", "Plan", "ROUTER_POLICIES", "ReplayResult", "Request", "SizeReport",
-    "Summary", "Trace", "TraceError", "TraceRequest", "plan", "read_trace", "replay", "size",
-    "sweep",
+    "Summary", "Trace", "TraceError", "TraceRequest", "calibrate", "plan", "read_trace",
+    "replay", "size", "sweep",
 ]
 __version__ = "0.1.0"
 

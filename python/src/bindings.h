@@ -10,5 +10,6 @@ void register_trace(nanobind::module_& m);      // trace_binding.cpp
 void register_runs(nanobind::module_& m);       // run_binding.cpp: plan, replay, sweep
 void register_size(nanobind::module_& m);       // size_binding.cpp: size
 void register_allocator(nanobind::module_& m);  // allocator_binding.cpp
+void register_calibrate(nanobind::module_& m);  // calibrate_binding.cpp (builds with NLopt)
 
 }  // namespace kvsim::python

@@ -72,4 +72,7 @@ NB_MODULE(_kvsim, m) {
   kvsim::python::register_runs(m);
   kvsim::python::register_size(m);
   kvsim::python::register_allocator(m);
+#ifdef KVSIM_HAVE_CALIBRATE
+  kvsim::python::register_calibrate(m);
+#endif
 }
