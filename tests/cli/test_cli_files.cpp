@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../scratch_dir_test.h"
+#include "cli_files_fixture.h"
 #include "cli_run.h"
 
 namespace {
@@ -30,29 +30,8 @@ using kvsim_cli_test::run_kvsim;
 using kvsim_cli_test::slurp;
 namespace fs = std::filesystem;
 
-class CliFiles : public kvsim_test::ScratchDirTest {
+class CliFiles : public kvsim_cli_test::CliFilesFixture {
  protected:
-  void SetUp() override {
-    ScratchDirTest::SetUp();
-    trace_ = write("trace.csv", trace_text());
-  }
-  static std::string trace_text() {
-    std::string t = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
-    for (int i = 0; i < 24; ++i)
-      t += cat({std::to_string(i), ".5,", std::to_string(100 + i), ",5\n"});
-    return t;
-  }
-  std::string replay(const std::string& extra) const {
-    return cat({"replay ", trace_, " --step-time fixed:5 --no-progress ", extra});
-  }
-  // Files in the scratch directory whose name marks a kvsim temporary.
-  int temporaries() const {
-    int n = 0;
-    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-      n += e.path().filename().string().find(".kvsim-") != std::string::npos ? 1 : 0;
-    }
-    return n;
-  }
   void expect_refused(const std::string& args, const std::string& message) {
     SCOPED_TRACE(args);
     const CliRun r = run_kvsim(args);
@@ -61,7 +40,6 @@ class CliFiles : public kvsim_test::ScratchDirTest {
     EXPECT_EQ(slurp(trace_), trace_text()) << "the input was changed";
     EXPECT_EQ(temporaries(), 0);
   }
-  std::string trace_;
 };
 
 TEST_F(CliFiles, ReplayRefusesEveryOutputThatIsTheTrace) {

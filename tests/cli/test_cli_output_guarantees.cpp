@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../scratch_dir_test.h"
+#include "cli_files_fixture.h"
 #include "cli_run.h"
 
 namespace {
@@ -28,21 +28,8 @@ using kvsim_cli_test::run_kvsim;
 using kvsim_cli_test::slurp;
 namespace fs = std::filesystem;
 
-class CliOutputs : public kvsim_test::ScratchDirTest {
+class CliOutputs : public kvsim_cli_test::CliFilesFixture {
  protected:
-  void SetUp() override {
-    ScratchDirTest::SetUp();
-    trace_ = write("trace.csv", trace_text());
-  }
-  static std::string trace_text() {
-    std::string t = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
-    for (int i = 0; i < 24; ++i)
-      t += cat({std::to_string(i), ".5,", std::to_string(100 + i), ",5\n"});
-    return t;
-  }
-  std::string replay(const std::string& extra) const {
-    return cat({"replay ", trace_, " --step-time fixed:5 --no-progress ", extra});
-  }
   // One candidate: the search takes well under a second.
   std::string size(const std::string& extra) const {
     return cat({"size ", trace_,
@@ -68,14 +55,6 @@ class CliOutputs : public kvsim_test::ScratchDirTest {
     return cat({"KVSIM_PYTHON=python3 KVSIM_TOOLS_DIR=", (dir_ / "tools").string(), " "});
   }
   static bool have_python() { return std::system("python3 -c '' >/dev/null 2>&1") == 0; }
-  int temporaries() const {
-    int n = 0;
-    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-      n += e.path().filename().string().find(".kvsim-") != std::string::npos ? 1 : 0;
-    }
-    return n;
-  }
-  std::string trace_;
 };
 
 // Runs `kvsim` with args through the shell with env in front (env settings, ulimit, pipes).
