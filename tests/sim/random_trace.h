@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/traces/trace.h"
 
 namespace kvsim::test {
@@ -48,6 +49,35 @@ inline Trace random_trace(std::mt19937_64& rng, DrawOrder order) {
     t.requests.push_back(r);
   }
   return t;
+}
+
+// A small random replay configuration for the same property tests: block size 1..16, 2..40
+// blocks, 1..8 seats, a budget of 8..64 tokens, caching, chunked prefill, policy, watermark,
+// the full-sequence gate, a long-prefill threshold and lookahead tokens each drawn (the draw
+// order is fixed: the seeds of test_replay.cpp depend on it).
+inline ReplayConfig random_small_config(std::mt19937_64& rng) {
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  ReplayConfig c;
+  const int bs_choices[] = {1, 2, 4, 16};
+  c.scheduler.block_size = bs_choices[uni(0, 3)];
+  c.scheduler.max_model_len = uni(8, 96);
+  c.scheduler.num_gpu_blocks = uni(2, 40);
+  c.scheduler.max_num_seqs = uni(1, 8);
+  c.scheduler.max_num_batched_tokens = uni(std::max(8, c.scheduler.max_num_seqs), 64);
+  c.scheduler.enable_prefix_caching = uni(0, 1) == 1;
+  c.scheduler.enable_chunked_prefill = uni(0, 3) != 0;
+  if (!c.scheduler.enable_chunked_prefill) {
+    c.scheduler.max_num_batched_tokens =
+        std::max(c.scheduler.max_num_batched_tokens, c.scheduler.max_model_len);
+  }
+  c.scheduler.policy = uni(0, 1) ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
+  c.scheduler.watermark = uni(0, 2) == 0 ? 0.1 : 0.0;
+  c.scheduler.scheduler_reserve_full_isl = uni(0, 3) != 0;
+  c.scheduler.long_prefill_token_threshold = uni(0, 2) == 0 ? uni(1, 16) : 0;
+  c.scheduler.num_lookahead_tokens = uni(0, 4) == 0 ? uni(1, 3) : 0;
+  c.check_invariants = true;
+  c.livelock_steps = 1000;
+  return c;
 }
 
 }  // namespace kvsim::test

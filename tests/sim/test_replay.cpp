@@ -247,28 +247,8 @@ struct RandomCase {
 
 RandomCase random_case(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   RandomCase rc;
-  ReplayConfig& c = rc.config;
-  const int bs_choices[] = {1, 2, 4, 16};
-  c.scheduler.block_size = bs_choices[uni(0, 3)];
-  c.scheduler.max_model_len = uni(8, 96);
-  c.scheduler.num_gpu_blocks = uni(2, 40);
-  c.scheduler.max_num_seqs = uni(1, 8);
-  c.scheduler.max_num_batched_tokens = uni(std::max(8, c.scheduler.max_num_seqs), 64);
-  c.scheduler.enable_prefix_caching = uni(0, 1) == 1;
-  c.scheduler.enable_chunked_prefill = uni(0, 3) != 0;
-  if (!c.scheduler.enable_chunked_prefill) {
-    c.scheduler.max_num_batched_tokens =
-        std::max(c.scheduler.max_num_batched_tokens, c.scheduler.max_model_len);
-  }
-  c.scheduler.policy = uni(0, 1) ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
-  c.scheduler.watermark = uni(0, 2) == 0 ? 0.1 : 0.0;
-  c.scheduler.scheduler_reserve_full_isl = uni(0, 3) != 0;
-  c.scheduler.long_prefill_token_threshold = uni(0, 2) == 0 ? uni(1, 16) : 0;
-  c.scheduler.num_lookahead_tokens = uni(0, 4) == 0 ? uni(1, 3) : 0;
-  c.check_invariants = true;
-  c.livelock_steps = 1000;
+  rc.config = test::random_small_config(rng);
   rc.trace = test::random_trace(rng, test::DrawOrder::kOutputFirst);
   return rc;
 }

@@ -136,23 +136,7 @@ TEST(AsyncAdmission, SyncAndAsyncFinishTheSameRequests) {
   int64_t compared = 0;
   for (uint64_t seed = 1; seed <= 600; ++seed) {
     std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL);
-    auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    ReplayConfig c;
-    const int bs_choices[] = {1, 2, 4, 16};
-    c.scheduler.block_size = bs_choices[uni(0, 3)];
-    c.scheduler.max_model_len = uni(8, 96);
-    c.scheduler.num_gpu_blocks = uni(2, 40);
-    c.scheduler.max_num_seqs = uni(1, 8);
-    c.scheduler.max_num_batched_tokens = uni(std::max(8, c.scheduler.max_num_seqs), 64);
-    c.scheduler.enable_prefix_caching = uni(0, 1) == 1;
-    c.scheduler.enable_chunked_prefill = uni(0, 3) != 0;
-    if (!c.scheduler.enable_chunked_prefill) {
-      c.scheduler.max_num_batched_tokens =
-          std::max(c.scheduler.max_num_batched_tokens, c.scheduler.max_model_len);
-    }
-    c.scheduler.policy = uni(0, 1) ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
-    c.scheduler.scheduler_reserve_full_isl = uni(0, 3) != 0;
-    c.livelock_steps = 1000;
+    const ReplayConfig c = test::random_small_config(rng);
     const Trace t = test::random_trace(rng, test::DrawOrder::kInputFirst);
     const ReplayResult s = replay(c, t, false);
     const ReplayResult a = replay(c, t, true);
