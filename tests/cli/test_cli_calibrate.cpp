@@ -68,6 +68,11 @@ TEST_F(CliCalibrate, FitsAReplaysOwnMeasurementsAndTheResultReplays) {
       "2>&1");
   EXPECT_EQ(again.status, 0) << again.out;
   EXPECT_NE(again.out.find("physics(llama-3.1-8b on h100-80g"), std::string::npos) << again.out;
+  // The report says where the clock comes from, with the fit's own error.
+  EXPECT_NE(again.out.find("clock: fitted (kvsim calibrate on 1 measurement file(s)"),
+            std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("fit: median |error|"), std::string::npos) << again.out;
 }
 
 TEST_F(CliCalibrate, BadInputAndRefusedFitsAreOneLineErrors) {

@@ -128,6 +128,10 @@ TEST(PhysicsCalibration, ShippedFileLoads) {
   const PhysicsStepTime other(physics_shape(llama, 2.0, 2.0), RooflineGpu{"l40s", 362e12, 0.864e12},
                               1, c);
   EXPECT_NE(other.describe().find("uncalibrated for this card"), std::string::npos);
+  // The report's clock line: the source and its published error, or why it does not apply.
+  EXPECT_EQ(m.calibration().rfind("fitted (inference-sim/inference-sim", 0), 0u) << m.calibration();
+  EXPECT_NE(m.calibration().find("E2E median error 6.7 %"), std::string::npos);
+  EXPECT_EQ(other.calibration().rfind("uncalibrated for l40s", 0), 0u) << other.calibration();
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {

@@ -107,6 +107,7 @@ TEST(RooflineTerms, SpecKeysAndRequestOverheads) {
   EXPECT_NE(m->describe().find("cpu_ms=2, cuda_graphs=1, queue_ms=15, token_ms=0.05"),
             std::string::npos)
       << m->describe();
+  EXPECT_EQ(m->calibration().rfind("uncalibrated: roofline constants not fitted", 0), 0u);
   // The default description is what it always was (reports and JSON stay byte-identical).
   EXPECT_EQ(parse_step_time_spec("roofline", shape, linked(0, 0), 1)->describe(),
             "roofline(llama-70b on h100-80g, tp=1, mfu=0.5, mbu=0.8, overhead_ms=1)");

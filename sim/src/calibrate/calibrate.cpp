@@ -202,6 +202,7 @@ class BasisRecorder final : public StepTimeModel {
     return model_.estimate(w);
   }
   std::string describe() const override { return model_.describe(); }
+  std::string calibration() const override { return model_.calibration(); }
   RequestOverheads request_overheads() const override { return model_.request_overheads(); }
 
  private:

@@ -36,6 +36,7 @@ ReplaySummary merge_replica_summaries(std::span<const ReplaySummary> summaries,
   c.async_scheduling = first.async_scheduling;
   c.backend = first.backend;
   c.step_time_model = first.step_time_model;
+  c.step_time_calibration = first.step_time_calibration;
   c.kv_cache_groups = first.kv_cache_groups;
   for (KVCacheGroupSummary& g : c.kv_cache_groups) g.blocks_freed_out_of_window = 0;
   ReplayStepSums pooled;

@@ -204,6 +204,13 @@ RequestOverheads PhysicsStepTime::request_overheads() const {
   return o;
 }
 
+std::string PhysicsStepTime::calibration() const {
+  if (!c_.gpu.empty() && c_.gpu != gpu_.name) {
+    return fmt::format("uncalibrated for {}: {} was fitted on {}", gpu_.name, c_.path, c_.gpu);
+  }
+  return fmt::format("fitted ({}){}", c_.source, c_.validation.empty() ? "" : "; " + c_.validation);
+}
+
 std::string PhysicsStepTime::describe() const {
   return fmt::format("physics({} on {}, tp={}, coefficients {}{}{})", shape_.name, gpu_.name, tp_,
                      c_.path, c_.gpu.empty() ? "" : ", fitted on " + c_.gpu,

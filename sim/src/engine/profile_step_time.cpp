@@ -168,6 +168,11 @@ StepTimeBreakdown ProfileStepTime::estimate(const StepWork& work) const {
   return b;
 }
 
+std::string ProfileStepTime::calibration() const {
+  return "measured operator tables (linear layers and all-reduce); attention from a model whose "
+         "efficiencies are not fitted";
+}
+
 std::string ProfileStepTime::describe() const {
   return fmt::format(
       "profile({} on {}, tp={}, operators {} (medians, profiled to {} tokens){}, attention "

@@ -145,6 +145,7 @@ ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
   sum.max_model_len = sched_.config().max_model_len;
   sum.backend = backend_.name();
   sum.step_time_model = step_time_.describe();
+  sum.step_time_calibration = step_time_.calibration();
   if (const RequestOverheads o = step_time_.request_overheads(); o.any()) {
     has_overheads_ = true;
     queueing_ns_ = std::llround(o.queueing_s * 1e9);

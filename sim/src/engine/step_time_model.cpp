@@ -40,6 +40,10 @@ StepTimeBreakdown FixedStepTime::estimate(const StepWork& work) const {
   return b;
 }
 
+std::string FixedStepTime::calibration() const {
+  return "none: a fixed time per step, not a latency model";
+}
+
 std::string FixedStepTime::describe() const {
   return fmt::format("fixed:{}ms", ms_);
 }
@@ -169,6 +173,11 @@ StepTimeBreakdown RooflineStepTime::estimate(const StepWork& work) const {
   b.cpu_s = params_.cpu_ms * 1e-3;
   b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s + b.cpu_s;
   return b;
+}
+
+std::string RooflineStepTime::calibration() const {
+  return "uncalibrated: roofline constants not fitted to measurements (errors against 16 real "
+         "vLLM runs: docs/latency-validation.md; fit yours with kvsim calibrate)";
 }
 
 RequestOverheads RooflineStepTime::request_overheads() const {

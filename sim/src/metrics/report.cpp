@@ -169,6 +169,7 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["latency_percentiles"] = s.latency.percentiles_exact ? "exact" : "sketch";
   j["latency_percentile_relative_error"] = s.latency.percentile_relative_error;
   j["step_time_model"] = s.step_time_model;
+  j["step_time_calibration"] = s.step_time_calibration;
   j["backend"] = s.backend;
   j["preemption_mode"] = ctx.preemption_mode;
   if (s.backend_verified) {
@@ -194,6 +195,9 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
   if (!ctx.dropped_rows.empty()) fmt::format_to(out, "  {}\n", ctx.dropped_rows);
   fmt::format_to(out, "model {} on {}, KV dtype {}; step time: {}; backend: {}\n", ctx.model,
                  ctx.gpu, ctx.kv_cache_dtype, s.step_time_model, s.backend);
+  if (!s.step_time_calibration.empty()) {
+    fmt::format_to(out, "clock: {}\n", s.step_time_calibration);
+  }
   fmt::format_to(out,
                  "pool: {} blocks x {} tokens{} = {} token slots ({} usable blocks), "
                  "max_model_len {}\n",

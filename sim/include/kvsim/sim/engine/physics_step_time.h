@@ -75,6 +75,7 @@ class PhysicsStepTime final : public StepTimeModel {
   PhysicsStepTime(PhysicsShape shape, RooflineGpu gpu, int32_t tp, PhysicsCoefficients c);
   StepTimeBreakdown estimate(const StepWork& work) const override;
   std::string describe() const override;
+  std::string calibration() const override;
   RequestOverheads request_overheads() const override;
 
   // The basis terms of one step in seconds, before coefficients (tests, docs).

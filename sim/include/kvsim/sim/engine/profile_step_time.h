@@ -73,6 +73,7 @@ class ProfileStepTime final : public StepTimeModel {
                   std::optional<AllReduceProfile> all_reduce, ProfileParams params = {});
   StepTimeBreakdown estimate(const StepWork& work) const override;
   std::string describe() const override;
+  std::string calibration() const override;
 
   // The step's parts in seconds (tests, docs); all 0 for an empty step.
   struct Terms {

@@ -218,6 +218,7 @@ struct ReplaySummary {
   bool backend_verified = false;
   BackendVerification verification;
   std::string step_time_model;
+  std::string step_time_calibration;  // StepTimeModel::calibration()
 };
 
 struct ReplayResult {

@@ -105,6 +105,9 @@ class StepTimeModel {
   virtual std::string describe() const = 0;
   // Per-request host costs (see RequestOverheads); none unless a model declares them.
   virtual RequestOverheads request_overheads() const { return {}; }
+  // Whether (and on what) the clock was calibrated, with its measured error where known: one
+  // line for the report and JSON, e.g. "uncalibrated: ..." for the roofline.
+  virtual std::string calibration() const = 0;
   // estimate(work).total_s in integer nanoseconds (rounded to nearest), the replay clock's unit.
   // With `overlap_cpu` (async scheduling: the host prepares step k+1 while the GPU runs step k)
   // the step takes max(GPU part, cpu_s) instead of their sum.
@@ -119,6 +122,7 @@ class FixedStepTime final : public StepTimeModel {
   explicit FixedStepTime(double ms);
   StepTimeBreakdown estimate(const StepWork& work) const override;
   std::string describe() const override;
+  std::string calibration() const override;
   double milliseconds() const noexcept { return ms_; }
 
  private:
@@ -192,6 +196,7 @@ class RooflineStepTime final : public StepTimeModel {
   RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, RooflineParams params = {});
   StepTimeBreakdown estimate(const StepWork& work) const override;
   std::string describe() const override;
+  std::string calibration() const override;
   RequestOverheads request_overheads() const override;
 
   // Work counts, for tests and docs.
