@@ -8,6 +8,20 @@ UNITS = {"ttft": ("ms", 1e3), "tpot": ("ms", 1e3), "e2e": ("s", 1.0)}
 TITLES = {"ttft": "TTFT", "tpot": "TPOT (decode time per output token)", "e2e": "E2E"}
 
 
+# What the metrics mean and which stages are compared: one paragraph both pages print.
+METHOD_NOTE = (
+    "How the workload is rebuilt and what each metric means (inference-perf's own "
+    "definitions, and why its reported TPOT is converted) is in "
+    "`tools/latency_validation/README.md`. In short: TTFT and E2E are inference-perf's "
+    "client-side `time_to_first_token` and `request_latency`; TPOT is the decode time per "
+    "output token after the first, (E2E − TTFT)/(N − 1), on both sides. Errors are "
+    "(predicted − measured)/measured. Stages where over 1 % of requests hit the load "
+    "generator's 300 s client timeout are *overloaded*: the survivors alone were measured "
+    "(kvsim's requests are filtered the same way) and the aborts relieved the real server, "
+    "which kvsim does not model, so they stay out of the *comparable* medians."
+)
+
+
 def _short(run):
     return run.split("-", 2)[-1]  # drop the date-time prefix
 
@@ -102,15 +116,7 @@ def markdown(result, argv):
         result["example_command"].replace(" --", " \\\n    --"),
         "```",
         "",
-        "How the workload is rebuilt and what each metric means (inference-perf's own "
-        "definitions, and why its reported TPOT is converted) is in "
-        "`tools/latency_validation/README.md`. In short: TTFT and E2E are inference-perf's "
-        "client-side `time_to_first_token` and `request_latency`; TPOT is the decode time per "
-        "output token after the first, (E2E − TTFT)/(N − 1), on both sides. Errors are "
-        "(predicted − measured)/measured. Stages where over 1 % of requests hit the load "
-        "generator's 300 s client timeout are *overloaded*: the survivors alone were measured "
-        "(kvsim's requests are filtered the same way) and the aborts relieved the real server, "
-        "which kvsim does not model, so they stay out of the *comparable* medians.",
+        METHOD_NOTE,
         "",
         "## Median absolute error over the run-stages",
         "",

@@ -3,7 +3,7 @@
 
 import math
 
-from report import TITLES, UNITS, _e, _short, _v
+from report import METHOD_NOTE, TITLES, UNITS, _e, _short, _v
 from stats import METRICS, STATS
 
 HEADLINE = ["ttft_mean", "tpot_mean", "e2e_mean"]
@@ -189,15 +189,7 @@ def markdown(result):
         result["example_command"]["a"].replace(" --", " \\\n    --"),
         "```",
         "",
-        "How the workload is rebuilt and what each metric means (inference-perf's own "
-        "definitions, and why its reported TPOT is converted) is in "
-        "`tools/latency_validation/README.md`. In short: TTFT and E2E are inference-perf's "
-        "client-side `time_to_first_token` and `request_latency`; TPOT is the decode time per "
-        "output token after the first, (E2E − TTFT)/(N − 1), on both sides. Errors are "
-        "(predicted − measured)/measured. Stages where over 1 % of requests hit the load "
-        "generator's 300 s client timeout are *overloaded*: the survivors alone were measured "
-        "(kvsim's requests are filtered the same way) and the aborts relieved the real server, "
-        "which kvsim does not model, so they stay out of the *comparable* medians.",
+        METHOD_NOTE,
         "",
         "## Step-time models compared",
         "",
