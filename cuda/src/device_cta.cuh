@@ -1,10 +1,10 @@
-// The GPU executor of the CTA bodies (kvsim/cuda/cta.h): one CUDA thread per body thread.
+// The GPU executor of the CTA bodies (kvsim/cuda/detail/cta.h): one CUDA thread per body thread.
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
-#include "kvsim/cuda/cta.h"
+#include "kvsim/cuda/detail/cta.h"
 
 namespace kvsim::cta {
 

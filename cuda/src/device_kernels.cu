@@ -6,8 +6,8 @@
 
 #include "cuda_check.h"
 #include "device_cta.cuh"
+#include "kvsim/cuda/detail/kv_kernel_bodies.h"
 #include "kvsim/cuda/device_kernels.h"
-#include "kvsim/cuda/kv_kernel_bodies.h"
 
 namespace kvsim::device {
 

@@ -4,7 +4,7 @@
 #include "cuda_check.h"
 #include "device_cta.cuh"
 #include "kvsim/cuda/block_allocator.h"
-#include "kvsim/cuda/block_allocator_bodies.h"
+#include "kvsim/cuda/detail/block_allocator_bodies.h"
 
 namespace kvsim {
 

@@ -12,7 +12,7 @@
 
 #include <cstring>
 
-#include "kvsim/cuda/kv_ops.h"
+#include "kvsim/cuda/detail/kv_ops.h"
 #include "kvsim/cuda/kv_values.h"
 
 namespace kvsim::twin {

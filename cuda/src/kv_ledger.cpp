@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "kvsim/cuda/kv_ops.h"
+#include "kvsim/cuda/detail/kv_ops.h"
 
 namespace kvsim {
 

@@ -1,5 +1,5 @@
-// A sequential CPU executor for the CTA bodies of kvsim/cuda/cta.h: it runs every CTA of a grid
-// and every thread of each CTA with the same blockIdx/threadIdx arithmetic as the GPU, so the
+// A sequential CPU executor for the CTA bodies of kvsim/cuda/detail/cta.h: it runs every CTA of a
+// grid and every thread of each CTA with the same blockIdx/threadIdx arithmetic as the GPU, so the
 // GPU-only paths (per-CTA thread loops, chunking, the entry->sequence search, block reductions
 // and scans, atomics) run in CI without a GPU.
 //
@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "kvsim/cuda/cta.h"
+#include "kvsim/cuda/detail/cta.h"
 
 namespace kvsim::test {
 

@@ -18,10 +18,10 @@
 #include "kv_test_util.h"
 #include "kvsim/core/block_pool.h"
 #include "kvsim/cuda/block_allocator.h"
-#include "kvsim/cuda/block_allocator_bodies.h"
+#include "kvsim/cuda/detail/block_allocator_bodies.h"
+#include "kvsim/cuda/detail/kv_kernel_bodies.h"
 #include "kvsim/cuda/host_kernels.h"
 #include "kvsim/cuda/host_pool.h"
-#include "kvsim/cuda/kv_kernel_bodies.h"
 
 namespace kvsim {
 namespace {

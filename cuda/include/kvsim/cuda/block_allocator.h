@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kvsim/core/types.h"
-#include "kvsim/cuda/hd.h"
+#include "kvsim/cuda/detail/hd.h"
 
 struct CUstream_st;
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvsim/cuda/hd.h"
+#include "kvsim/cuda/detail/hd.h"
 
 namespace kvsim {
 

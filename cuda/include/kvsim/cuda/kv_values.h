@@ -10,7 +10,7 @@
 #include <cstring>
 #endif
 
-#include "kvsim/cuda/hd.h"
+#include "kvsim/cuda/detail/hd.h"
 #include "kvsim/cuda/kv_layout.h"
 
 namespace kvsim {

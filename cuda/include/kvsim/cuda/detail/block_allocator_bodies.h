@@ -1,13 +1,14 @@
 // CTA bodies of GpuBlockAllocator's kernels (one CTA per launch; see cta.h for the executor
 // contract). gpu_block_allocator.cu launches them; tests/cuda runs them on an emulated CTA.
+// Internal (detail/): included by the cuda room's kernels and the emulated-grid tests only.
 #pragma once
 
 #include <cstdint>
 
 #include "kvsim/core/types.h"
 #include "kvsim/cuda/block_allocator.h"
-#include "kvsim/cuda/cta.h"
-#include "kvsim/cuda/hd.h"
+#include "kvsim/cuda/detail/cta.h"
+#include "kvsim/cuda/detail/hd.h"
 
 namespace kvsim::cta {
 

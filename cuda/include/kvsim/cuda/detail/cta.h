@@ -27,11 +27,12 @@
 // and its launch, so a kernel can never be launched with more threads than ptxas compiled it for
 // (tests/cuda/ptxas_resource_check runs ptxas over every architecture and checks
 // registers x threads <= 65,536 and no spills).
+// Internal (detail/): included by the CTA bodies, their executors and the emulated-grid tests.
 #pragma once
 
 #include <cstdint>
 
-#include "kvsim/cuda/hd.h"
+#include "kvsim/cuda/detail/hd.h"
 
 namespace kvsim::cta {
 

@@ -10,6 +10,7 @@
 // All pool and staging pointers must be 16-byte aligned (the arenas are; KvCacheLayout::validate()
 // guarantees every row is a multiple of 16 bytes): data moves as 16-byte vectors, like vLLM's
 // vectorize_with_alignment fast path.
+// Internal (detail/): included by the cuda room's kernels, host twin and ledger only.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 
 #include "kvsim/core/step_batch.h"
 #include "kvsim/core/types.h"
-#include "kvsim/cuda/hd.h"
+#include "kvsim/cuda/detail/hd.h"
 #include "kvsim/cuda/kv_layout.h"
 #include "kvsim/cuda/kv_values.h"
 

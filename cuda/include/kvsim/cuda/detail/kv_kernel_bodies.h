@@ -2,14 +2,15 @@
 // emulated grid). See cta.h for the executor contract. Per-element semantics stay in kv_ops.h;
 // this file holds only the thread mapping: which CTA and thread touches which vectors, in what
 // order, and how the per-CTA results are combined.
+// Internal (detail/): included by the cuda room's kernels and the emulated-grid tests only.
 #pragma once
 
 #include <cstdint>
 
 #include "kvsim/core/step_batch.h"
-#include "kvsim/cuda/cta.h"
-#include "kvsim/cuda/hd.h"
-#include "kvsim/cuda/kv_ops.h"
+#include "kvsim/cuda/detail/cta.h"
+#include "kvsim/cuda/detail/hd.h"
+#include "kvsim/cuda/detail/kv_ops.h"
 
 namespace kvsim::cta {
 
