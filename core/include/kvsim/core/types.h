@@ -13,6 +13,10 @@ using BlockId = int32_t;
 // Block 0 is the null block (vLLM: `BlockPool.null_block`); it is never allocated or freed.
 inline constexpr BlockId kNullBlockId = 0;
 
+// Tokens per KV block when none is chosen: vLLM's default block size (CacheConfig.block_size
+// on CUDA). The one definition every room's default refers to.
+inline constexpr int32_t kDefaultBlockSize = 16;
+
 // Slot id used for padded tokens (vLLM: PAD_SLOT_ID).
 inline constexpr int64_t kPadSlotId = -1;
 
