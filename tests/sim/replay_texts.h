@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kvsim/sim/engine/replay.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/report.h"
 
 namespace kvsim::test {
 

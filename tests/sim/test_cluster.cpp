@@ -17,8 +17,8 @@
 #include "kvsim/sim/cluster/slo.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/metrics/cluster_report.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/cluster_report.h"
+#include "kvsim/sim/report/report.h"
 #include "kvsim/sim/traces/trace.h"
 #include "random_trace.h"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kvsim/sim/metrics/latency_stats.h"
+#include "kvsim/sim/stats/latency_stats.h"
 
 namespace kvsim {
 namespace {

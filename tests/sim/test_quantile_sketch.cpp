@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kvsim/sim/metrics/latency_stats.h"
-#include "kvsim/sim/metrics/quantile_sketch.h"
+#include "kvsim/sim/stats/latency_stats.h"
+#include "kvsim/sim/stats/quantile_sketch.h"
 
 namespace kvsim {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "kvsim/sim/metrics/latency_stats.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/stats/latency_stats.h"
+#include "kvsim/sim/report/report.h"
 
 namespace kvsim {
 namespace {

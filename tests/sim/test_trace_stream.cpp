@@ -17,7 +17,7 @@
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/report.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_stream.h"
 #include "kvsim/sim/traces/trace_writer.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kvsim/sim/metrics/latency_stats.h"
+#include "kvsim/sim/stats/latency_stats.h"
 
 namespace kvsim {
 namespace {

@@ -1,5 +1,5 @@
 // The JSON summary, human report and CSVs of a cluster replay.
-#include "kvsim/sim/metrics/cluster_report.h"
+#include "kvsim/sim/report/cluster_report.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The JSON summary and the human report of one replay.
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/report.h"
 
 #include <algorithm>
 

@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "kvsim/sim/metrics/quantile_sketch.h"
+#include "kvsim/sim/stats/quantile_sketch.h"
 
 namespace kvsim {
 

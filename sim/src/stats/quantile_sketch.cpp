@@ -1,4 +1,4 @@
-#include "kvsim/sim/metrics/quantile_sketch.h"
+#include "kvsim/sim/stats/quantile_sketch.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,7 +8,7 @@
 
 #include <fmt/core.h>
 
-#include "kvsim/sim/metrics/latency_stats.h"
+#include "kvsim/sim/stats/latency_stats.h"
 
 namespace kvsim {
 

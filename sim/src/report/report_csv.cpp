@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/report.h"
 #include "report_csv_rows.h"
 
 namespace kvsim {

@@ -1,4 +1,4 @@
-#include "kvsim/sim/metrics/latency_stats.h"
+#include "kvsim/sim/stats/latency_stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvsim/sim/cluster/cluster_replay.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/report.h"
 
 namespace kvsim {
 
