@@ -1,6 +1,7 @@
 // `kvsim calibrate MEASURED...`: fit a physics step-time model to measured vLLM latencies and
 // write a calibration JSON that `--step-time physics:FILE` reads (docs/calibrate.md). The work is
-// run_calibration (calibrate_run.h, shared with Python); here: flags, files, printing.
+// run::run_calibration (kvsim/run/calibrate_job.h, shared with Python); here: flags, files,
+// printing.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -10,26 +11,26 @@
 
 #include <fmt/core.h>
 
-#include "calibrate_run.h"
 #include "commands.h"
 #include "interrupt.h"
+#include "kvsim/run/calibrate_job.h"
 #include "output_files.h"
-#include "plan_options.h"
-#include "scheduler_options.h"
+#include "plan_flags.h"
+#include "scheduler_flags.h"
 #include "validators.h"
 
 namespace kvsim::cli {
 namespace {
 
 struct CalibrateOptions {
-  CalibrateJob job;
+  run::CalibrateJob job;
   std::string output;
   std::string json_path;
   bool no_cross_validation = false;
 };
 
 void run(CalibrateOptions& o) {
-  CalibrateJob& job = o.job;
+  run::CalibrateJob& job = o.job;
   OutputFiles outputs;
   outputs.add("-o", o.output);
   outputs.add("--json", o.json_path);
@@ -37,7 +38,7 @@ void run(CalibrateOptions& o) {
   outputs.add_input("--config", job.plan.config_path);
   outputs.add_input("--gpu-spec", job.plan.gpu_spec_path);
   outputs.refuse_inputs();
-  if (job.start.empty()) job.start = default_calibration_start();
+  if (job.start.empty()) job.start = run::default_calibration_start();
   outputs.add_input("--start", job.start);
   outputs.refuse_inputs();
   job.cross_validate = !o.no_cross_validation;
@@ -52,7 +53,7 @@ void run(CalibrateOptions& o) {
       fmt::print(stderr, "kvsim calibrate: {} evaluations, objective {:.5f}\n", evals, objective);
     }
   };
-  const CalibrateOutcome out = run_calibration(job);
+  const run::CalibrateOutcome out = run::run_calibration(job);
   const CalibrationResult& r = out.result;
   fmt::print(stderr, "kvsim calibrate: {} evaluations; fit error {:.1f} %, cross-validated {}\n",
              r.evaluations, 100 * r.fit_error,
@@ -106,7 +107,7 @@ void register_calibrate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option(
       "--start", o->job.start,
-      fmt::format("Starting (and fixed) coefficients (default {})", kDefaultCalibrateStart));
+      fmt::format("Starting (and fixed) coefficients (default {})", run::kDefaultCalibrateStart));
   cmd->add_option("--max-evaluations", o->job.max_evaluations,
                   "Replays of every run per fit, at most")
       ->check(positive())

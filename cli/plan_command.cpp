@@ -12,20 +12,14 @@
 
 #include "commands.h"
 #include "kvsim/core/planner.h"
-#include "plan_json.h"
-#include "plan_options.h"
+#include "kvsim/run/plan_job.h"
+#include "plan_flags.h"
 
 namespace kvsim::cli {
 namespace {
 
 struct PlanCommandOptions {
-  PlanOptions card;
-  std::optional<int64_t> concurrency;
-  // Scheduler knobs that size the windowed groups (vLLM's names; replay and sweep take theirs
-  // from the scheduler flags).
-  std::optional<int64_t> max_num_batched_tokens;
-  std::optional<int64_t> max_num_seqs;
-  bool async_scheduling = true;
+  run::PlanJobOptions job;
   bool json = false;
 };
 
@@ -181,18 +175,18 @@ void register_plan_command(CLI::App& app) {
   auto opts = std::make_shared<PlanCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "Capacity plan: KV budget, max concurrency and vLLM's num_gpu_blocks for a model");
-  add_model_card_options(cmd, opts->card);
-  cmd->add_option("--concurrency", opts->concurrency,
+  add_model_card_options(cmd, opts->job.plan);
+  cmd->add_option("--concurrency", opts->job.concurrency,
                   "Target concurrent sequences: also report the longest context each can hold")
       ->group("Pool");
-  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
+  cmd->add_option("--max-num-batched-tokens", opts->job.max_num_batched_tokens,
                   "Tokens per step (vLLM's; default: 8192 on >= 70 GiB non-A100 cards, else 2048)")
       ->group("Scheduler");
-  cmd->add_option("--max-num-seqs", opts->max_num_seqs,
+  cmd->add_option("--max-num-seqs", opts->job.max_num_seqs,
                   "Requests per step (only bounds the default --max-num-batched-tokens)")
       ->group("Scheduler");
   cmd->add_flag_callback(
-         "--async-scheduling", [opts] { opts->async_scheduling = true; },
+         "--async-scheduling", [opts] { opts->job.async_scheduling = true; },
          "Two batches in flight (vLLM 0.26's default): windowed groups reserve for both")
       ->group("Scheduler");
   cmd->add_flag_callback(
@@ -202,22 +196,17 @@ void register_plan_command(CLI::App& app) {
              throw CLI::ValidationError("--no-async-scheduling",
                                         "conflicts with --async-scheduling");
            }
-           opts->async_scheduling = false;
+           opts->job.async_scheduling = false;
          },
          "One batch in flight")
       ->group("Scheduler");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
   cmd->callback([opts] {
-    PlanInputs in = resolve_plan_inputs(opts->card);
-    in.concurrency = opts->concurrency;
-    in.max_num_batched_tokens = opts->max_num_batched_tokens;
-    in.max_num_seqs = opts->max_num_seqs;
-    in.async_scheduling = opts->async_scheduling;
-    const Plan plan = compute_plan(in);
+    const Plan plan = run::run_plan(opts->job);
     if (opts->json) {
-      fmt::print("{}\n", plan_to_json(plan).dump(2));
+      fmt::print("{}\n", run::plan_to_json(plan).dump(2));
     } else {
-      print_human(plan, uses_default_gpu(opts->card));
+      print_human(plan, run::uses_default_gpu(opts->job.plan));
     }
     set_exit_code(0);
   });

@@ -28,22 +28,23 @@
 
 #include <fmt/core.h>
 
-#include "cluster_options.h"
+#include "cluster_flags.h"
 #include "commands.h"
 #include "interrupt.h"
+#include "kvsim/run/trace_input.h"
 #include "kvsim/sim/cluster/cluster_replay.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/report.h"
 #include "kvsim/sim/sweep/size.h"
 #include "kvsim/sim/sweep/size_replay.h"
 #include "kvsim/sim/sweep/size_report.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 #include "output_files.h"
-#include "plan_options.h"
+#include "plan_flags.h"
 #include "run_fingerprint.h"
-#include "scheduler_options.h"
+#include "scheduler_flags.h"
 #include "size_progress.h"
-#include "trace_options.h"
+#include "trace_flags.h"
 #include "validators.h"
 
 extern char** environ;
@@ -56,12 +57,12 @@ constexpr int kExitNoFeasible = 3;
 
 struct SizeOptions {
   std::string trace_path;
-  PlanOptions plan;
+  run::PlanOptions plan;
   TraceReadOptions trace;
-  SchedulerOptions sched;
+  run::SchedulerOptions sched;
   std::optional<int32_t> max_num_batched_tokens;
   SizeAxes axes;
-  ClusterOptions cluster;  // router, its knobs, admission control and the SLO (--replicas: no)
+  run::ClusterOptions cluster;  // router, its knobs, admission control and the SLO (--replicas: no)
   int32_t max_replicas = 64;
   std::vector<std::string> gpu_prices;
   bool no_early_stop = false;
@@ -269,18 +270,12 @@ void run_merge(const CLI::App& cmd, const SizeOptions& o) {
   set_verdict_exit_code(m.results);
 }
 
-// A model is named by --model, --config, or all three shape flags (as `kvsim replay` reads them).
-bool model_given(const PlanOptions& p) {
-  return !p.model.empty() || !p.config_path.empty() ||
-         (p.num_layers && p.num_kv_heads && p.head_dim);
-}
-
 void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   if (!o.merge.empty()) return run_merge(cmd, o);
   if (o.trace_path.empty()) {
     throw std::invalid_argument("size: a TRACE file is required (or --merge JSON...)");
   }
-  if (!model_given(o.plan)) {
+  if (!run::model_given(o.plan)) {
     throw std::invalid_argument(
         "size: a model is required (--model, --config, or --num-layers/--num-kv-heads/--head-dim)");
   }
@@ -298,7 +293,7 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
         fmt::format("--max-replicas {}: must be in [1, {}]", o.max_replicas, kMaxClusterReplicas));
   }
   // Router knobs, admission control and SLO checked as `kvsim replay` checks them.
-  const ClusterConfig cluster = to_cluster_config(o.cluster);
+  const ClusterConfig cluster = run::to_cluster_config(o.cluster);
   const std::vector<SizeCandidate> candidates = expand_size_candidates(o.axes);
 
   OutputFiles outputs;
@@ -309,15 +304,15 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
 
   const Trace trace = read_cli_trace(o.trace_path, o.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim size"));
-  require_requests(trace, o.trace);
+  run::require_requests(trace, o.trace);
 
   SizeBase base;
-  base.plan = resolve_plan_inputs(o.plan);
+  base.plan = run::resolve_plan_inputs(o.plan);
   for (const std::string& d : o.axes.kv_cache_dtypes) {
-    check_kv_cache_dtype_for_model("--kv-cache-dtype", d, base.plan.model);
+    run::check_kv_cache_dtype_for_model("kv_cache_dtype", d, base.plan.model);
   }
   resolve_max_model_len(base.plan, trace);
-  apply(o.sched, base.settings);
+  run::apply(o.sched, base.settings);
   base.settings.max_num_batched_tokens = o.max_num_batched_tokens;
   base.step_time = o.sched.step_time;
   base.cluster = cluster;
@@ -457,7 +452,7 @@ void register_size_command(CLI::App& app) {
   list_option(cmd, "--kv-cache-dtype", "KV cache dtypes, e.g. auto,fp8 (default auto)",
               [&o](const std::string& s) {
                 for (const std::string& d : split_list("--kv-cache-dtype", s)) {
-                  check_kv_cache_dtype("--kv-cache-dtype", d);  // a typo up front, as --gpus
+                  run::check_kv_cache_dtype("kv_cache_dtype", d);  // a typo up front, as --gpus
                   o.axes.kv_cache_dtypes.push_back(d);
                 }
               })

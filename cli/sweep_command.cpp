@@ -17,15 +17,16 @@
 
 #include "commands.h"
 #include "interrupt.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/run/trace_input.h"
+#include "kvsim/sim/report/report.h"
 #include "kvsim/sim/sweep/sweep.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 #include "output_files.h"
-#include "plan_options.h"
+#include "plan_flags.h"
 #include "run_fingerprint.h"
-#include "scheduler_options.h"
-#include "trace_options.h"
+#include "scheduler_flags.h"
+#include "trace_flags.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -33,10 +34,10 @@ namespace {
 
 struct SweepOptions {
   std::string trace_path;
-  PlanOptions plan;
+  run::PlanOptions plan;
   TraceReadOptions trace;
   SweepAxes axes;
-  SchedulerOptions sched;  // not swept
+  run::SchedulerOptions sched;  // not swept
   // Execution and output.
   int32_t jobs = 1;
   std::string shard;
@@ -116,16 +117,16 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   outputs.open_all();
 
   SweepBase base;
-  base.plan = resolve_plan_inputs(o.plan);
+  base.plan = run::resolve_plan_inputs(o.plan);
   for (const std::string& d : o.axes.kv_cache_dtypes) {
-    check_kv_cache_dtype_for_model("--kv-cache-dtypes", d, base.plan.model);
+    run::check_kv_cache_dtype_for_model("kv_cache_dtypes", d, base.plan.model);
   }
-  apply(o.sched, base.settings);
+  run::apply(o.sched, base.settings);
   base.step_time = o.sched.step_time;
 
   const Trace trace = read_cli_trace(o.trace_path, o.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim sweep"));
-  require_requests(trace, o.trace);
+  run::require_requests(trace, o.trace);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);
   throw_if_interrupted();
   // A signal stops the sweep before its next grid point (interrupt.h); run_sweep rethrows the
@@ -245,7 +246,7 @@ void register_sweep_command(CLI::App& app) {
       ->group(grid);
   list_option(cmd, "--kv-cache-dtypes", "KV dtypes, e.g. bfloat16,fp8", [&o](const std::string& s) {
     for (const std::string& d : split_list("--kv-cache-dtypes", s)) {
-      check_kv_cache_dtype("--kv-cache-dtypes", d);  // refused before any replay runs
+      run::check_kv_cache_dtype("kv_cache_dtypes", d);  // refused before any replay runs
       o.axes.kv_cache_dtypes.push_back(d);
     }
   })->group(grid);

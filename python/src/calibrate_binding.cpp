@@ -1,5 +1,6 @@
-// kvsim.calibrate: the CLI's run_calibration (cli/calibrate_run.h) with the keywords converted as
-// for replay; returns the calibration and the error tables as JSON text for the Python layer.
+// kvsim.calibrate: the run room's run_calibration (kvsim/run/calibrate_job.h) with the keywords
+// converted as for replay; returns the calibration and the error tables as JSON text for the Python
+// layer.
 #include <atomic>
 #include <optional>
 #include <string>
@@ -11,8 +12,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "calibrate_run.h"
 #include "interruptible.h"
+#include "kvsim/run/calibrate_job.h"
 #include "options.h"
 
 namespace nb = nanobind;
@@ -34,7 +35,7 @@ struct Kwargs {
 // (calibration JSON text, fit errors JSON text, cross-validation errors JSON text)
 nb::tuple calibrate(const std::vector<std::string>& measured, nb::dict plan_kwargs,
                     nb::dict sched_kwargs, nb::dict calibrate_kwargs) {
-  cli::CalibrateJob job;
+  run::CalibrateJob job;
   job.measured = measured;
   job.plan = plan_options_from(plan_kwargs);
   job.sched = scheduler_options_from(sched_kwargs);
@@ -57,8 +58,8 @@ nb::tuple calibrate(const std::vector<std::string>& measured, nb::dict plan_kwar
   job.progress = [&stop](int32_t, double) {
     if (stop.load()) throw Cancelled();
   };
-  const cli::CalibrateOutcome out =
-      run_interruptible([&job] { return cli::run_calibration(job); }, stop);
+  const run::CalibrateOutcome out =
+      run_interruptible([&job] { return run::run_calibration(job); }, stop);
   return nb::make_tuple(out.calibration.dump(2), out.fit_errors.dump(), out.cv_errors.dump());
 }
 

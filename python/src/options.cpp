@@ -73,9 +73,9 @@ class Kwargs {
 
 }  // namespace
 
-cli::PlanOptions plan_options_from(nb::dict kwargs) {
+run::PlanOptions plan_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "model/card options");
-  cli::PlanOptions o;
+  run::PlanOptions o;
   k.take("model", o.model);
   k.take("config", o.config_path);
   k.take("num_layers", o.num_layers);
@@ -101,9 +101,9 @@ cli::PlanOptions plan_options_from(nb::dict kwargs) {
   return o;
 }
 
-cli::SchedulerOptions scheduler_options_from(nb::dict kwargs) {
+run::SchedulerOptions scheduler_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "scheduler options");
-  cli::SchedulerOptions o;
+  run::SchedulerOptions o;
   k.take("long_prefill_token_threshold", o.long_prefill_token_threshold);
   k.take("enable_chunked_prefill", o.enable_chunked_prefill);
   k.take("enable_prefix_caching", o.enable_prefix_caching);
@@ -139,9 +139,8 @@ TraceReadOptions trace_options_from(nb::dict kwargs) {
   return o;
 }
 
-ReplayOnlyOptions replay_options_from(nb::dict kwargs) {
+void take_replay_options(nb::dict kwargs, run::ReplayOptions& o) {
   Kwargs k(kwargs, "replay options");
-  ReplayOnlyOptions o;
   k.take("max_num_batched_tokens", o.max_num_batched_tokens);
   k.take("max_num_seqs", o.max_num_seqs);
   k.take("backend", o.backend);
@@ -150,15 +149,14 @@ ReplayOnlyOptions replay_options_from(nb::dict kwargs) {
   k.take("swap_space_gib", o.swap_space_gib);
   k.take("swap_bandwidth_gbps", o.swap_bandwidth_gbps);
   k.take("check_invariants", o.check_invariants);
-  k.take("timeline", o.timeline);
-  k.take("requests", o.requests);
+  k.take("timeline", o.record_timeline);
+  k.take("requests", o.record_requests);
   k.finish();
-  return o;
 }
 
-cli::ClusterOptions cluster_options_from(nb::dict kwargs) {
+run::ClusterOptions cluster_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "cluster options");
-  cli::ClusterOptions o;
+  run::ClusterOptions o;
   k.take("replicas", o.replicas);
   k.take("router", o.router);
   k.take("router_staleness_ms", o.router_staleness_ms);

@@ -1,5 +1,5 @@
-// plan, replay (one engine or a cluster) and sweep: the same resolution, engine and JSON/CSV
-// writers as `kvsim plan`, `kvsim replay` and `kvsim sweep` (cli/*_command.cpp), with the
+// plan, replay (one engine or a cluster) and sweep: the run room's jobs (kvsim/run/), as the CLI
+// calls them, with the
 // results handed to Python as JSON text (parsed by the Python layer into attribute objects), CSV
 // text (sweep) and NumPy columns over the replay's own record vectors (timeline, requests).
 #include <atomic>
@@ -19,51 +19,44 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "cluster_options.h"
 #include "columns.h"
 #include "interruptible.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/cuda/backend_factory.h"
+#include "kvsim/run/plan_job.h"
+#include "kvsim/run/replay_job.h"
+#include "kvsim/run/trace_input.h"
 #include "kvsim/sim/cluster/cluster_replay.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/replay_setup.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/metrics/cluster_report.h"
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/sim/report/cluster_report.h"
+#include "kvsim/sim/report/report.h"
 #include "kvsim/sim/sweep/sweep.h"
 #include "options.h"
-#include "plan_json.h"
 #include "trace_binding.h"
-#include "trace_options.h"
 
 namespace nb = nanobind;
 
 namespace kvsim::python {
 namespace {
 
-// `kvsim replay`'s model when none is named (cli/replay_command.cpp).
-constexpr const char* kDefaultModel = "qwen2.5-7b";
 // Steps between two looks at the stop flag: a few milliseconds of replay.
 constexpr int64_t kStopCheckSteps = 1024;
 
-// The plan-only scheduler knobs (`kvsim plan --max-num-batched-tokens / --max-num-seqs /
-// --no-async-scheduling`) size a hybrid model's windowed groups.
+// `kvsim plan --json`; the plan-only scheduler knobs size a hybrid model's windowed groups.
 std::string plan_json(nb::dict plan_kwargs, std::optional<int64_t> concurrency,
                       std::optional<int64_t> max_num_batched_tokens,
                       std::optional<int64_t> max_num_seqs, bool async_scheduling) {
-  PlanInputs in = cli::resolve_plan_inputs(plan_options_from(plan_kwargs));
-  in.concurrency = concurrency;
-  in.max_num_batched_tokens = max_num_batched_tokens;
-  in.max_num_seqs = max_num_seqs;
-  in.async_scheduling = async_scheduling;
-  return cli::plan_to_json(compute_plan(in)).dump();
-}
-
-bool model_given(const cli::PlanOptions& p) {
-  return !p.model.empty() || !p.config_path.empty() ||
-         (p.num_layers && p.num_kv_heads && p.head_dim);
+  run::PlanJobOptions o;
+  o.plan = plan_options_from(plan_kwargs);
+  o.concurrency = concurrency;
+  o.max_num_batched_tokens = max_num_batched_tokens;
+  o.max_num_seqs = max_num_seqs;
+  o.async_scheduling = async_scheduling;
+  return run::plan_to_json(run::run_plan(o)).dump();
 }
 
 template <typename T>
@@ -155,126 +148,47 @@ nb::object scalar_column(std::vector<T>&& values_in) {
   return nb::cast(field_view<const Stored>(values, 0, owner));
 }
 
-// `kvsim replay` (cli/replay_command.cpp run()) minus printing: returns the JSON summary (the
+// `kvsim replay` (run::prepare_replay / run::run_replay_job, as the CLI): the JSON summary (the
 // same object as --json), the human report, the timeline and the request records. With
 // `cluster_kwargs` (the CLI's cluster mode: any cluster or SLO flag given) the replay runs on
 // the cluster engine and the JSON/report are the cluster ones; the tables then carry the CLI's
-// cluster columns exactly when its CSVs do: `replica` in the timeline when replicas > 1,
-// `replica` and `admission_reason` (codes of AdmissionRejectReason) in the requests when
-// replicas > 1 or admission control refused a request.
+// cluster columns exactly when its CSVs do (run::ReplayOutcome says when).
 nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_kwargs,
                  nb::dict replay_kwargs, std::optional<nb::dict> cluster_kwargs) {
-  cli::PlanOptions plan_opts = plan_options_from(plan_kwargs);
-  const cli::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
-  const ReplayOnlyOptions o = replay_options_from(replay_kwargs);
-  std::optional<ClusterConfig> cluster;
-  if (cluster_kwargs) {
-    const cli::ClusterOptions co = cluster_options_from(*cluster_kwargs);
-    if (o.backend != "null" && co.replicas > 1) {
-      throw std::invalid_argument(fmt::format(
-          "backend '{}': a cluster replay (replicas={}) runs the null backend only (a host/cuda "
-          "KV pool per replica would not fit one machine); drop backend or use replicas=1",
-          o.backend, co.replicas));
-    }
-    cluster = cli::to_cluster_config(co);
-  }
-  const Trace& trace = *handle.trace;
-  cli::require_requests(trace, handle.options);
-
-  const bool named = model_given(plan_opts);
-  if (!named) plan_opts.model = kDefaultModel;
-  const bool shape_flags = plan_opts.num_layers || plan_opts.num_kv_heads || plan_opts.head_dim;
-  PlanInputs in = cli::resolve_plan_inputs(plan_opts);
-  resolve_max_model_len(in, trace, /*model_is_default=*/!named);
-
-  ReplaySettings settings;
-  cli::apply(sched, settings);
-  settings.max_num_batched_tokens = o.max_num_batched_tokens;
-  settings.max_num_seqs = o.max_num_seqs;
-  if (o.preemption_mode == "swap") {
-    settings.scheduler.preemption_mode = PreemptionMode::SWAP;
-  } else if (o.preemption_mode != "recompute") {
-    throw std::invalid_argument(fmt::format(
-        "preemption_mode: unknown value '{}' (expected recompute or swap)", o.preemption_mode));
-  }
-  settings.swap_space_gib = o.swap_space_gib;
-  settings.swap_bandwidth_gbps = o.swap_bandwidth_gbps;
-  settings.check_invariants = o.check_invariants;
-  settings.record_timeline = o.timeline;
-  settings.record_requests = o.requests;
-  const Plan plan = plan_replay_pool(in, settings);
-  ReplayConfig rc = make_replay_config(plan, in.gpu, settings);
-  rc.progress_every_steps = kStopCheckSteps;
-  const SchedulerConfig& sc = rc.scheduler;
-
-  const std::unique_ptr<StepTimeModel> step_time = make_step_time_model(sched.step_time, in, plan);
-  const KvBackendConfig bc =
-      kv_backend_config_for(plan, parse_kv_backend_kind(o.backend), sc.block_size,
-                            sc.num_host_swap_slots, o.backend_max_layers);
-
-  ReportContext ctx;
-  ctx.trace_path = trace.path;
-  ctx.trace_format = std::string(to_string(trace.format));
-  ctx.trace_rows = trace.rows_read;
-  ctx.dropped_rows = describe_dropped(trace);
-  ctx.dropped_by_reason = trace.dropped;
-  ctx.model = plan.model_name + (named         ? ""
-                                 : shape_flags ? " (default, shape overridden)"
-                                               : " (default)");
-  ctx.gpu = plan.gpu_name;
-  ctx.kv_cache_dtype = plan.kv_cache_dtype;
-  ctx.pool_overridden = plan.num_gpu_blocks_overridden;
-  ctx.formula_max_concurrency = formula_max_concurrency(plan);
-  ctx.vllm_max_concurrency = plan.vllm_max_concurrency;
-  ctx.vllm_log_lines = {vllm_kv_cache_size_line(plan), vllm_max_concurrency_line(plan)};
-  ctx.scheduler = sc;
-  ctx.preemption_mode = o.preemption_mode;
-  ctx.num_layers = plan.num_layers;
-  ctx.backend_layers = bc.pool_model_layers();
+  run::ReplayOptions o;
+  o.plan = plan_options_from(plan_kwargs);
+  o.sched = scheduler_options_from(sched_kwargs);
+  take_replay_options(replay_kwargs, o);
+  if (cluster_kwargs) o.cluster = cluster_options_from(*cluster_kwargs);
+  const run::ReplayJob job = run::prepare_replay(o, *handle.trace, handle.options);
 
   std::atomic<bool> stop{false};
   const ProgressCallback progress = [&stop](int64_t, int64_t, int64_t) {
     if (stop.load(std::memory_order_relaxed)) throw Cancelled();
   };
-  const auto verify = [](const ReplaySummary& s) {
-    if (s.backend_verified && !s.verification.ok) {
-      throw std::runtime_error("KV backend verification failed: " + s.verification.detail);
-    }
-  };
+  run::ReplayOutcome out =
+      run_interruptible([&] { return run::run_replay_job(job, progress, kStopCheckSteps); }, stop);
+  if (const std::string failure = out.verification_failure(); !failure.empty()) {
+    throw std::runtime_error("KV backend verification failed: " + failure);
+  }
+  const std::string json = out.summary_json().dump();
+  const std::string report = out.report();
+  ReplayResult& result = out.result();
   nb::object timeline = nb::none(), requests = nb::none();
-  std::string json, report;
-  if (cluster) {
-    // The cluster engine builds its replicas' backends itself (one, with replicas=1).
-    const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
-    ClusterResult result = run_interruptible(
-        [&] { return run_cluster_replay(rc, *cluster, trace, backends, *step_time, progress); },
-        stop);
-    verify(result.cluster.summary);
-    json = cluster_summary_json(result, *cluster, ctx).dump();
-    report = format_cluster_report(result, *cluster, ctx);
-    const bool replica_column = cluster->replicas > 1;
-    if (o.timeline) {
-      nb::dict cols = timeline_columns(std::move(result.cluster.timeline));
-      if (replica_column) cols["replica"] = scalar_column(std::move(result.timeline_replica));
-      timeline = cols;
+  if (o.record_timeline) {
+    nb::dict cols = timeline_columns(std::move(result.timeline));
+    if (out.timeline_has_replica()) {
+      cols["replica"] = scalar_column(std::move(out.cluster->timeline_replica));
     }
-    if (o.requests) {
-      nb::dict cols = request_columns(std::move(result.cluster.requests));
-      if (replica_column || result.admission_rejected > 0) {
-        cols["replica"] = scalar_column(std::move(result.request_replica));
-        cols["admission_reason"] = scalar_column(std::move(result.admission_reason));
-      }
-      requests = cols;
+    timeline = cols;
+  }
+  if (o.record_requests) {
+    nb::dict cols = request_columns(std::move(result.requests));
+    if (out.requests_have_cluster_columns()) {
+      cols["replica"] = scalar_column(std::move(out.cluster->request_replica));
+      cols["admission_reason"] = scalar_column(std::move(out.cluster->admission_reason));
     }
-  } else {
-    const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
-    ReplayResult result = run_interruptible(
-        [&] { return run_replay(rc, trace, *backend, *step_time, progress); }, stop);
-    verify(result.summary);
-    json = replay_summary_json(result.summary, ctx).dump();
-    report = format_replay_report(result.summary, ctx);
-    if (o.timeline) timeline = timeline_columns(std::move(result.timeline));
-    if (o.requests) requests = request_columns(std::move(result.requests));
+    requests = cols;
   }
   return nb::make_tuple(json, report, timeline, requests);
 }
@@ -307,13 +221,13 @@ std::string sweep(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sche
   axes.max_num_batched_tokens = narrow("max_num_batched_tokens", max_num_batched_tokens);
   const std::vector<SweepPoint> points = expand_sweep(axes);
 
-  const cli::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
+  const run::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
   SweepBase base;
-  base.plan = cli::resolve_plan_inputs(plan_options_from(plan_kwargs));
-  cli::apply(sched, base.settings);
+  base.plan = run::resolve_plan_inputs(plan_options_from(plan_kwargs));
+  run::apply(sched, base.settings);
   base.step_time = sched.step_time;
   const Trace& trace = *handle.trace;
-  cli::require_requests(trace, handle.options);
+  run::require_requests(trace, handle.options);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);
 
   std::atomic<bool> stop{false};

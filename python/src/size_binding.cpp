@@ -22,8 +22,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "cluster_options.h"
 #include "interruptible.h"
+#include "kvsim/run/cluster_options.h"
+#include "kvsim/run/trace_input.h"
 #include "kvsim/sim/cluster/cluster_replay.h"
 #include "kvsim/sim/engine/replay_setup.h"
 #include "kvsim/sim/sweep/size.h"
@@ -31,7 +32,6 @@
 #include "kvsim/sim/sweep/size_report.h"
 #include "options.h"
 #include "trace_binding.h"
-#include "trace_options.h"
 
 namespace nb = nanobind;
 
@@ -65,8 +65,8 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
     throw std::invalid_argument(
         fmt::format("--max-replicas {}: must be in [1, {}]", max_replicas, kMaxClusterReplicas));
   }
-  const cli::ClusterOptions cluster_opts = cluster_options_from(cluster_kwargs);
-  const ClusterConfig cluster = cli::to_cluster_config(cluster_opts);
+  const run::ClusterOptions cluster_opts = cluster_options_from(cluster_kwargs);
+  const ClusterConfig cluster = run::to_cluster_config(cluster_opts);
   SizeAxes axes;
   axes.gpus = gpus;
   axes.tensor_parallel_sizes = int32_axis("--tp", tp);
@@ -76,12 +76,12 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
   const std::vector<SizeCandidate> candidates = expand_size_candidates(axes);
 
   const Trace& trace = *handle.trace;
-  cli::require_requests(trace, handle.options);
-  const cli::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
+  run::require_requests(trace, handle.options);
+  const run::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
   SizeBase base;
-  base.plan = cli::resolve_plan_inputs(plan_options_from(plan_kwargs));
+  base.plan = run::resolve_plan_inputs(plan_options_from(plan_kwargs));
   resolve_max_model_len(base.plan, trace);
-  cli::apply(sched, base.settings);
+  run::apply(sched, base.settings);
   base.settings.max_num_batched_tokens = max_num_batched_tokens;
   base.step_time = sched.step_time;
   base.cluster = cluster;

@@ -1,10 +1,10 @@
-#include "scheduler_options.h"
+#include "scheduler_flags.h"
 
 #include "validators.h"
 
 namespace kvsim::cli {
 
-void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
+void add_scheduler_options(CLI::App* app, run::SchedulerOptions& o) {
   const char* group = "Scheduler";
   app->add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                   "Cap on one request's prefill tokens per step (0 = off)")
@@ -83,21 +83,6 @@ void add_scheduler_options(CLI::App* app, SchedulerOptions& o) {
                   "(docs/step-time-model.md)")
       ->capture_default_str()
       ->group(group);
-}
-
-void apply(const SchedulerOptions& o, SchedulerConfig& c) {
-  c.long_prefill_token_threshold = o.long_prefill_token_threshold;
-  c.enable_chunked_prefill = o.enable_chunked_prefill;
-  c.enable_prefix_caching = o.enable_prefix_caching;
-  c.policy = o.policy == "priority" ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
-  c.watermark = o.watermark;
-  c.scheduler_reserve_full_isl = o.scheduler_reserve_full_isl;
-  c.num_lookahead_tokens = o.num_lookahead_tokens;
-}
-
-void apply(const SchedulerOptions& o, ReplaySettings& settings) {
-  apply(o, settings.scheduler);
-  settings.async_scheduling = o.async_scheduling;
 }
 
 }  // namespace kvsim::cli

@@ -1,4 +1,4 @@
-#include "calibrate_run.h"
+#include "kvsim/run/calibrate_job.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,12 +10,13 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/engine/physics_step_time.h"
 #include "kvsim/sim/engine/replay_setup.h"
 #include "kvsim/sim/engine/step_time_model.h"
 
-namespace kvsim::cli {
+namespace kvsim::run {
 namespace {
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -24,7 +25,8 @@ std::vector<std::string> split_list(const std::string& s) {
   while (pos <= s.size()) {
     const size_t comma = std::min(s.find(',', pos), s.size());
     out.push_back(s.substr(pos, comma - pos));
-    if (out.back().empty()) throw std::invalid_argument(fmt::format("--fit '{}': empty item", s));
+    if (out.back().empty())
+      throw std::invalid_argument(fmt::format("{}: empty item", param("fit", "'" + s + "'")));
     pos = comma + 1;
   }
   return out;
@@ -38,8 +40,8 @@ std::string default_start_impl() {
     if (std::ifstream(p).good()) return p;
   }
   throw std::invalid_argument(
-      fmt::format("--start: {} not found; give the starting coefficients with --start FILE",
-                  kDefaultCalibrateStart));
+      fmt::format("{}: {} not found; give the starting coefficients with {}", param("start"),
+                  kDefaultCalibrateStart, param("start", "FILE")));
 }
 
 nlohmann::ordered_json errors_json(const std::vector<StatError>& errors) {
@@ -182,4 +184,4 @@ CalibrateOutcome run_calibration(const CalibrateJob& o) {
   return out;
 }
 
-}  // namespace kvsim::cli
+}  // namespace kvsim::run

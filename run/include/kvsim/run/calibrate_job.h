@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvsim/run/plan_options.h"
+#include "kvsim/run/scheduler_options.h"
 #include "kvsim/sim/calibrate/calibrate.h"
 #include "kvsim/sim/calibrate/measurements.h"
-#include "plan_options.h"
-#include "scheduler_options.h"
 
-namespace kvsim::cli {
+namespace kvsim::run {
 
 // The coefficients fitted when none are named: the terms that move TTFT and per-token time on
 // any single model and card (prefill compute, decode KV reads, the fixed per-step cost through
@@ -60,4 +60,4 @@ std::string default_calibration_start();
 // Throws std::invalid_argument (one line, naming the file, field or coefficient) on bad input.
 CalibrateOutcome run_calibration(const CalibrateJob& job);
 
-}  // namespace kvsim::cli
+}  // namespace kvsim::run

@@ -1,10 +1,10 @@
-// `kvsim plan --json` (plan_json.h).
-#include "plan_json.h"
+// The plan as one JSON object (plan_job.h).
+#include "kvsim/run/plan_job.h"
 
 #include <string>
 #include <vector>
 
-namespace kvsim::cli {
+namespace kvsim::run {
 
 nlohmann::ordered_json plan_to_json(const Plan& p) {
   nlohmann::ordered_json j;
@@ -79,4 +79,4 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
   return j;
 }
 
-}  // namespace kvsim::cli
+}  // namespace kvsim::run

@@ -1,14 +1,7 @@
-#include "trace_options.h"
-
-#include <sys/stat.h>
-
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include <fmt/core.h>
+#include "trace_flags.h"
 
 #include "interrupt.h"
+#include "kvsim/run/trace_input.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -69,41 +62,10 @@ void add_trace_options(CLI::App* app, TraceReadOptions& o) {
 }
 
 void check_trace_options(const CLI::App& app, const TraceReadOptions& o) {
-  const bool poisson = o.arrival == ArrivalMode::POISSON;
-  for (const char* flag : {"--rate", "--seed"}) {
-    if (!poisson && app.get_option(flag)->count() > 0) {
-      throw std::invalid_argument(fmt::format("{} needs --arrival poisson", flag));
-    }
-  }
-  if (poisson && app.get_option("--rate")->count() == 0) {
-    throw std::invalid_argument("--arrival poisson needs --rate (requests per second)");
-  }
-}
-
-void require_requests(const Trace& trace, const TraceReadOptions& o) {
-  require_requests(trace, static_cast<int64_t>(trace.requests.size()), o);
-}
-
-void require_requests(const Trace& trace, int64_t num_requests, const TraceReadOptions& o) {
-  if (num_requests > 0) return;
-  std::vector<std::string> why;
-  why.push_back(fmt::format("{} data rows read", trace.rows_read));
-  if (const std::string dropped = describe_dropped(trace); !dropped.empty()) {
-    why.push_back(dropped);
-  }
-  if (trace.rows_read > trace.dropped_total() && (o.start_s > 0 || o.duration_s > 0)) {
-    why.push_back(
-        fmt::format("none in the window --start {} --duration {}", o.start_s, o.duration_s));
-  }
-  std::string text;
-  for (const std::string& w : why) text += (text.empty() ? "" : "; ") + w;
-  throw std::invalid_argument(
-      fmt::format("{}: no requests left after filtering ({})", trace.path, text));
-}
-
-bool trace_is_rereadable(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  run::TraceSettingsGiven given;
+  given.rate = app.get_option("--rate")->count() > 0;
+  given.seed = app.get_option("--seed")->count() > 0;
+  run::check_trace_settings(o, given);
 }
 
 Trace read_cli_trace(const std::string& path, const TraceReadOptions& options) {

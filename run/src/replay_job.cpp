@@ -1,0 +1,212 @@
+#include "kvsim/run/replay_job.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "kvsim/core/param.h"
+#include "kvsim/run/trace_input.h"
+#include "kvsim/sim/engine/replay_setup.h"
+#include "kvsim/sim/report/cluster_report.h"
+
+namespace kvsim::run {
+namespace {
+
+// "2 prompt_too_long, 1 empty_prompt": the reasons with their counts, a cluster's admission
+// control refusals too (without them the message read "all 200 requests were rejected ()").
+std::string describe_rejections(const ReplaySummary& s, const ClusterResult* cluster) {
+  std::string out;
+  for (int i = 0; i < kNumRejectReasons; ++i) {
+    if (s.rejected_by_reason[static_cast<size_t>(i)] == 0) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ",
+                       s.rejected_by_reason[static_cast<size_t>(i)],
+                       to_string(static_cast<RejectReason>(i)));
+  }
+  for (int i = 0; cluster != nullptr && i < kNumAdmissionRejectReasons; ++i) {
+    const int64_t n = cluster->admission_rejected_by_reason[static_cast<size_t>(i)];
+    if (n == 0) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n,
+                       to_string(static_cast<AdmissionRejectReason>(i)));
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_replay_options(const ReplayOptions& o) {
+  if (o.preemption_mode != "recompute" && o.preemption_mode != "swap") {
+    throw std::invalid_argument(fmt::format("{}: unknown value '{}' (expected recompute or swap)",
+                                            param("preemption_mode"), o.preemption_mode));
+  }
+  if (o.preemption_mode != "swap") {
+    for (const auto& [id, given] :
+         {std::pair{"swap_space_gib", o.swap_space_gib.has_value()},
+          std::pair{"swap_bandwidth_gbps", o.swap_bandwidth_gbps.has_value()}}) {
+      if (given) {
+        throw std::invalid_argument(
+            fmt::format("{} needs {}", param(id), param("preemption_mode", "swap")));
+      }
+    }
+  }
+  (void)parse_kv_backend_kind(o.backend);  // names the valid backends
+  if (o.backend == "null" && o.backend_max_layers) {
+    throw std::invalid_argument(
+        fmt::format("{} needs {} or cuda", param("backend_max_layers"), param("backend", "host")));
+  }
+  if (o.backend_max_layers && *o.backend_max_layers < 0) {
+    throw std::invalid_argument(fmt::format("{} must be >= 0 (got {})", param("backend_max_layers"),
+                                            *o.backend_max_layers));
+  }
+  if (o.backend != "null" && o.cluster && o.cluster->replicas > 1) {
+    throw std::invalid_argument(fmt::format(
+        "{}: a cluster replay ({}) runs the null backend only (a host/cuda KV pool per replica "
+        "would not fit one machine); drop {} or use {}",
+        param("backend", o.backend), param("replicas", std::to_string(o.cluster->replicas)),
+        param("backend"), param("replicas", "1")));
+  }
+  if (o.cluster) (void)to_cluster_config(*o.cluster);
+  const double swap_space = o.swap_space_gib.value_or(kDefaultSwapSpaceGib);
+  if (!std::isfinite(swap_space) || swap_space < 0) {
+    throw std::invalid_argument(
+        fmt::format("{}: must be a finite number >= 0",
+                    param("swap_space_gib", fmt::format("{}", swap_space))));
+  }
+  const double bandwidth = o.swap_bandwidth_gbps.value_or(kDefaultSwapBandwidthGbps);
+  if (!std::isfinite(bandwidth) || bandwidth <= 0) {
+    throw std::invalid_argument(
+        fmt::format("{}: must be a finite number > 0",
+                    param("swap_bandwidth_gbps", fmt::format("{}", bandwidth))));
+  }
+}
+
+bool replay_can_stream(const ReplayOptions& o, const std::string& trace_path) {
+  return !o.cluster && o.backend == "null" && !o.record_requests && trace_is_rereadable(trace_path);
+}
+
+ReplayJob prepare_replay(const ReplayOptions& options, const Trace& trace,
+                         const TraceReadOptions& read_options, TraceStream* stream) {
+  check_replay_options(options);
+  ReplayJob job;
+  job.options = options;
+  job.trace = &trace;
+  job.stream = stream;
+  const ReplayOptions& o = job.options;
+  if (o.cluster) job.cluster = to_cluster_config(*o.cluster);
+
+  require_requests(trace,
+                   stream ? stream->num_requests() : static_cast<int64_t>(trace.requests.size()),
+                   read_options);
+  const bool named = model_given(o.plan);
+  PlanOptions plan_options = o.plan;
+  if (!named) plan_options.model = kDefaultModel;
+  job.inputs = resolve_plan_inputs(plan_options);
+  if (stream) {
+    resolve_max_model_len(job.inputs, *stream, /*model_is_default=*/!named);
+  } else {
+    resolve_max_model_len(job.inputs, trace, /*model_is_default=*/!named);
+  }
+
+  ReplaySettings settings;
+  apply(o.sched, settings);
+  settings.max_num_batched_tokens = o.max_num_batched_tokens;
+  settings.max_num_seqs = o.max_num_seqs;
+  if (o.preemption_mode == "swap") settings.scheduler.preemption_mode = PreemptionMode::SWAP;
+  settings.swap_space_gib = o.swap_space_gib.value_or(kDefaultSwapSpaceGib);
+  settings.swap_bandwidth_gbps = o.swap_bandwidth_gbps.value_or(kDefaultSwapBandwidthGbps);
+  settings.check_invariants = o.check_invariants;
+  settings.steady_decode = o.steady_decode;
+  settings.record_timeline = o.record_timeline;
+  settings.record_requests = o.record_requests;
+  job.plan = plan_replay_pool(job.inputs, settings);
+  job.config = make_replay_config(job.plan, job.inputs.gpu, settings);
+  const SchedulerConfig& sc = job.config.scheduler;
+
+  job.step_time = make_step_time_model(o.sched.step_time, job.inputs, job.plan);
+  // Shape, dtype and (hybrid models) the KV cache groups sharing the pool's tensors.
+  job.backend_config =
+      kv_backend_config_for(job.plan, parse_kv_backend_kind(o.backend), sc.block_size,
+                            sc.num_host_swap_slots, o.backend_max_layers.value_or(0));
+
+  ReportContext& ctx = job.context;
+  const Plan& plan = job.plan;
+  ctx.trace_path = trace.path;
+  ctx.trace_format = std::string(to_string(trace.format));
+  ctx.trace_rows = trace.rows_read;
+  ctx.dropped_rows = describe_dropped(trace);
+  ctx.dropped_by_reason = trace.dropped;
+  ctx.model = plan.model_name + (named                 ? ""
+                                 : shape_given(o.plan) ? " (default, shape overridden)"
+                                                       : " (default)");
+  ctx.gpu = plan.gpu_name;
+  ctx.kv_cache_dtype = plan.kv_cache_dtype;
+  ctx.pool_overridden = plan.num_gpu_blocks_overridden;
+  ctx.formula_max_concurrency = formula_max_concurrency(plan);
+  ctx.vllm_max_concurrency = plan.vllm_max_concurrency;
+  ctx.vllm_log_lines = {vllm_kv_cache_size_line(plan), vllm_max_concurrency_line(plan)};
+  ctx.scheduler = sc;
+  ctx.preemption_mode = o.preemption_mode;
+  ctx.num_layers = plan.num_layers;
+  ctx.backend_layers = job.backend_config.pool_model_layers();
+  return job;
+}
+
+ReplayOutcome run_replay_job(const ReplayJob& job, const ProgressCallback& progress,
+                             int64_t progress_every_steps) {
+  ReplayConfig rc = job.config;
+  if (progress_every_steps > 0) rc.progress_every_steps = progress_every_steps;
+  const KvBackendConfig& bc = job.backend_config;
+  ReplayOutcome out;
+  out.job = &job;
+  if (job.cluster) {
+    // The cluster engine builds its replicas' backends itself (one, with replicas=1).
+    const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
+    out.cluster =
+        run_cluster_replay(rc, *job.cluster, *job.trace, backends, *job.step_time, progress);
+  } else {
+    const std::unique_ptr<KvBackend> backend = make_kv_backend(bc);
+    out.plain = job.stream ? run_replay(rc, *job.stream, *backend, *job.step_time, progress)
+                           : run_replay(rc, *job.trace, *backend, *job.step_time, progress);
+  }
+  return out;
+}
+
+std::string ReplayOutcome::report() const {
+  return cluster ? format_cluster_report(*cluster, *job->cluster, job->context)
+                 : format_replay_report(plain.summary, job->context);
+}
+
+nlohmann::ordered_json ReplayOutcome::summary_json() const {
+  return cluster ? cluster_summary_json(*cluster, *job->cluster, job->context)
+                 : replay_summary_json(plain.summary, job->context);
+}
+
+bool ReplayOutcome::timeline_has_replica() const {
+  return cluster && job->cluster->replicas > 1;
+}
+
+bool ReplayOutcome::requests_have_cluster_columns() const {
+  return timeline_has_replica() || (cluster && cluster->admission_rejected > 0);
+}
+
+std::string ReplayOutcome::verification_failure() const {
+  const ReplaySummary& s = result().summary;
+  return s.backend_verified && !s.verification.ok ? s.verification.detail : std::string();
+}
+
+bool ReplayOutcome::all_rejected() const {
+  const ReplaySummary& s = result().summary;
+  return s.requests > 0 && s.rejected == s.requests;
+}
+
+std::string ReplayOutcome::all_rejected_message() const {
+  const ReplaySummary& s = result().summary;
+  const SchedulerConfig& sc = job->config.scheduler;
+  return fmt::format(
+      "all {} requests were rejected ({}); max_model_len {}, {} usable blocks of {} tokens",
+      s.requests, describe_rejections(s, cluster ? &*cluster : nullptr), sc.max_model_len,
+      sc.num_gpu_blocks - 1, sc.block_size);
+}
+
+}  // namespace kvsim::run
