@@ -131,8 +131,7 @@ def read_trace(
     """
     given = dict(locals())
     given.pop("path")
-    kw = _options.group("read_trace", given, _options.TRACE_KEYS)  # values first, as the CLI
-    _options.check_trace_combinations("read_trace", given)
+    kw = _options.group("read_trace", given, _options.TRACE_KEYS)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"read_trace(): path must be a path (got {path!r})")
     trace = Trace(_kvsim.read_trace(os.fspath(path), kw))
@@ -239,9 +238,8 @@ def replay(
     replay_kw = _options.group("replay", given, _options.REPLAY_KEYS)
     clustered = _options.cluster_mode(given)
     cluster_kw = _options.group("replay", given, _options.CLUSTER_KEYS) if clustered else None
-    _options.check_replay_combinations("replay", given)  # after the values, as the CLI
-    text, report, raw_timeline, raw_requests = _kvsim.replay(t._handle, plan_kw, sched_kw,
-                                                             replay_kw, cluster_kw)
+    text, report, raw_timeline, raw_requests, all_rejected = _kvsim.replay(
+        t._handle, plan_kw, sched_kw, replay_kw, cluster_kw)
     import json
 
     result_type = ClusterReplayResult if clustered else ReplayResult
@@ -249,13 +247,9 @@ def replay(
         json.loads(text), report,
         None if raw_timeline is None else timeline_frame(raw_timeline),
         None if raw_requests is None else requests_frame(raw_requests))
-    if result["requests"] > 0 and result["rejected"] == result["requests"]:
-        reasons = {**result["rejected_by_reason"],
-                   **(result.get("admission_rejected_by_reason") or {})}
-        reasons = {k: v for k, v in reasons.items() if v}
-        warnings.warn(f"all {result['requests']} requests were rejected "
-                      f"({reasons}); this configuration cannot serve the "
-                      "trace", RuntimeWarning, stacklevel=2)
+    if all_rejected is not None:
+        warnings.warn(f"{all_rejected}; this configuration cannot serve the trace",
+                      RuntimeWarning, stacklevel=2)
     return result
 
 

@@ -143,33 +143,6 @@ def group(fn: str, given: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str,
     return {k: _check(fn, k, given[k]) for k in keys if given.get(k) is not None}
 
 
-def check_trace_combinations(fn: str, given: Mapping[str, Any]) -> None:
-    """The CLI's check_trace_options: --rate/--seed need --arrival poisson, which needs --rate."""
-    poisson = given.get("arrival") == "poisson"
-    for name in ("rate", "seed"):
-        if given.get(name) is not None and not poisson:
-            _fail(fn, f"{name} needs arrival='poisson'")
-    if poisson and given.get("rate") is None:
-        _fail(fn, "arrival='poisson' needs rate (requests per second)")
-
-
-def check_replay_combinations(fn: str, given: Mapping[str, Any]) -> None:
-    """The CLI's check_flag_combinations for replay."""
-    if given.get("preemption_mode") != "swap":
-        for name in ("swap_space_gib", "swap_bandwidth_gbps"):
-            if given.get(name) is not None:
-                _fail(fn, f"{name} needs preemption_mode='swap'")
-    if given.get("backend") in (None, "null") and given.get("backend_max_layers") is not None:
-        _fail(fn, "backend_max_layers needs backend='host' or 'cuda'")
-    if given.get("slo_stop_early") and all(given.get(k) is None for k in
-                                           ("slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99")):
-        _fail(fn, "slo_stop_early needs an objective (slo_ttft_p99, slo_tpot_p99 or slo_e2e_p99)")
-    replicas = given.get("replicas")
-    if given.get("backend") not in (None, "null") and replicas is not None and replicas > 1:
-        _fail(fn, f"backend={given['backend']!r} needs replicas=1 (a cluster replay runs the null "
-                  "backend only: a host/cuda KV pool per replica would not fit one machine)")
-
-
 def cluster_mode(given: Mapping[str, Any]) -> bool:
     """The CLI's rule: the cluster engine runs when any cluster or SLO flag is given (so
     replicas=1 gives the cluster JSON; no cluster keyword, the plain replay's)."""

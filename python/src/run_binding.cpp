@@ -190,7 +190,9 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
     }
     requests = cols;
   }
-  return nb::make_tuple(json, report, timeline, requests);
+  nb::object all_rejected = nb::none();
+  if (out.all_rejected()) all_rejected = nb::str(out.all_rejected_message().c_str());
+  return nb::make_tuple(json, report, timeline, requests, all_rejected);
 }
 
 std::vector<int32_t> narrow(const char* what, const std::vector<int64_t>& v) {
@@ -254,7 +256,8 @@ void register_runs(nb::module_& m) {
   m.def("replay", &replay, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
         nb::arg("replay_options"), nb::arg("cluster_options").none() = nb::none(),
         "`kvsim replay` (with cluster_options: its cluster mode, `--replicas N --router ...`): "
-        "(JSON summary text, human report, timeline columns or None, request columns or None). "
+        "(JSON summary text, human report, timeline columns or None, request columns or None, "
+        "the all-rejected message or None). "
         "Runs without the GIL; Ctrl-C raises KeyboardInterrupt.");
   m.def("sweep", &sweep, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
         nb::arg("block_sizes"), nb::arg("gpu_memory_utilizations"), nb::arg("num_gpu_blocks"),

@@ -21,6 +21,7 @@
 
 #include "bindings.h"
 #include "columns.h"
+#include "kvsim/run/trace_input.h"
 #include "options.h"
 
 namespace nb = nanobind;
@@ -211,6 +212,10 @@ void register_trace(nb::module_& m) {
       "read_trace",
       [](const std::string& path, nb::dict options) {
         const TraceReadOptions o = trace_options_from(options);
+        run::TraceSettingsGiven given;
+        given.rate = options.contains("rate");
+        given.seed = options.contains("seed");
+        run::check_trace_settings(o, given);
         nb::gil_scoped_release release;
         return TraceHandle{std::make_shared<const Trace>(read_trace(path, o)), o};
       },

@@ -113,7 +113,7 @@ def test_table_dtypes(py_runs):
 
 def test_tables_are_views_of_the_replay_records():
     trace = kvsim.read_trace(AZURE_CONV, max_requests=200)
-    _, _, raw_t, raw_r = _kvsim.replay(trace._handle, {}, {}, {"timeline": True,
+    _, _, raw_t, raw_r, _ = _kvsim.replay(trace._handle, {}, {}, {"timeline": True,
                                                                "requests": True})
     for raw in (raw_t, raw_r):
         for a in raw.values():
@@ -152,7 +152,7 @@ def test_keyword_errors():
     t = kvsim.read_trace(BURSTGPT)
     with pytest.raises(ValueError, match="max_num_seqs must be > 0"):
         kvsim.replay(t, max_num_seqs=0)
-    with pytest.raises(ValueError, match="swap_space_gib needs preemption_mode='swap'"):
+    with pytest.raises(ValueError, match="swap_space_gib= needs preemption_mode=swap"):
         kvsim.replay(t, swap_space_gib=8)
     with pytest.raises(ValueError, match="scheduling_policy must be one of"):
         kvsim.replay(t, scheduling_policy="lifo")
@@ -162,9 +162,14 @@ def test_keyword_errors():
 
 def test_all_rejected_warns_like_the_cli_exit_status(cli):
     kw = dict(model="qwen2.5-7b", max_model_len=1)
-    assert cli.run("replay", BURSTGPT, *flags(**kw), "--no-progress", check=False).returncode == 2
-    with pytest.warns(RuntimeWarning, match="requests were rejected"):
+    run = cli.run("replay", BURSTGPT, *flags(**kw), "--no-progress", check=False)
+    assert run.returncode == 2
+    # The same message (the run room's), without the CLI's "no output file was changed".
+    message = run.stderr.splitlines()[-1].removeprefix("kvsim: error: ")
+    message = message.removesuffix("; no output file was changed")
+    with pytest.warns(RuntimeWarning) as warned:
         r = kvsim.replay(kvsim.read_trace(BURSTGPT), **kw)
+    assert str(warned[0].message).startswith(message + "; ")
     assert r.rejected == r["requests"]
 
 

@@ -14,11 +14,11 @@ TRACE = ROOT / "tests/data/traces/azure_head.csv.gz"
 def test_all_rejected_warning_names_admission_reasons():
     trace = kvsim.read_trace(TRACE)
     with pytest.warns(RuntimeWarning, match=r"all 4 requests were rejected "
-                                            r"\(\{'admission_token_limit': 4\}\)"):
+                                            r"\(4 admission_token_limit\)"):
         kvsim.replay(trace, model="qwen2.5-7b", replicas=2, admission_max_waiting_tokens=1)
 
 
 def test_router_knobs_need_their_router():
     trace = kvsim.read_trace(TRACE)
-    with pytest.raises(ValueError, match="--affinity-load-factor needs --router prefix-affinity"):
+    with pytest.raises(ValueError, match="affinity_load_factor= needs router=prefix-affinity"):
         kvsim.replay(trace, model="qwen2.5-7b", replicas=2, affinity_load_factor=2.0)
