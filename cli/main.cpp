@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "interrupt.h"
+#include "kvsim/core/param.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -28,10 +29,15 @@ int exit_code() {
 
 namespace {
 
-// One error line on stderr. Never throws: stderr itself may be unwritable (a full disk), and
-// the exit status still says what happened.
+// One error line on stderr, its parameters spelled as flags (core/param.h). Never throws:
+// stderr itself may be unwritable (a full disk), and the exit status still says what happened.
 void print_error(const char* text) {
-  std::fprintf(stderr, "kvsim: error: %s\n", text);
+  try {
+    const std::string spelled = kvsim::spell_params(text, kvsim::ParamSpelling::kCli);
+    std::fprintf(stderr, "kvsim: error: %s\n", spelled.c_str());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kvsim: error: %s\n", text);
+  }
   std::fflush(stderr);
 }
 

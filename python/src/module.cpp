@@ -1,14 +1,22 @@
 // kvsim._kvsim: the compiled half of the kvsim Python package (docs/python.md). The public API is
 // kvsim/__init__.py; this module is its engine room and is not meant to be imported directly.
 //
-// Errors: every C++ exception reaches Python with the same one-line message the CLI prints after
-// "kvsim: error: ". nanobind maps std::invalid_argument to ValueError and std::runtime_error to
-// RuntimeError; two kvsim errors get their own classes (both ValueError subclasses, because both
-// mean "this input cannot be used"): TraceError (malformed trace: .path, .line, .field) and
-// DoesNotFitError (the model's KV cache cannot hold one request on this card).
+// Errors: every C++ exception reaches Python with the one-line message the CLI prints after
+// "kvsim: error: ", its parameters spelled as keywords (block_size= where the CLI says
+// --block-size; core/param.h). The Python types are nanobind's: std::invalid_argument,
+// domain_error, length_error and range_error are ValueError, out_of_range IndexError,
+// overflow_error OverflowError, any other std::exception RuntimeError (bad_alloc stays
+// nanobind's MemoryError); two kvsim errors get their own classes (both ValueError subclasses,
+// because both mean "this input cannot be used"): TraceError (malformed trace: .path, .line,
+// .field) and DoesNotFitError (the model's KV cache cannot hold one request on this card).
 #include <nanobind/nanobind.h>
 
+#include <new>
+#include <stdexcept>
+#include <string>
+
 #include "bindings.h"
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/traces/trace.h"
 
@@ -20,6 +28,15 @@ namespace {
 // Owned by the module (created once at import).
 PyObject* g_trace_error = nullptr;
 PyObject* g_does_not_fit_error = nullptr;
+
+// The message as Python shows it: parameters spelled as keywords.
+std::string python_message(const std::exception& e) {
+  return spell_params(e.what(), ParamSpelling::kPython);
+}
+
+void set_error(PyObject* cls, const std::exception& e) {
+  PyErr_SetString(cls, python_message(e).c_str());
+}
 
 // Raises `cls(message)` with extra attributes.
 void raise_with_attrs(PyObject* cls, const char* message, nb::dict attrs) {
@@ -54,9 +71,29 @@ void register_errors(nb::module_& m) {
       attrs["path"] = nb::str(e.path().c_str());
       attrs["line"] = nb::int_(e.line());
       attrs["field"] = nb::str(e.field().c_str());
-      raise_with_attrs(g_trace_error, e.what(), attrs);
+      raise_with_attrs(g_trace_error, python_message(e).c_str(), attrs);
     } catch (const DoesNotFitError& e) {
-      PyErr_SetString(g_does_not_fit_error, e.what());
+      set_error(g_does_not_fit_error, e);
+    } catch (const nb::builtin_exception&) {
+      throw;  // nanobind's own (never reach a translator today): left to nanobind
+    } catch (const nb::python_error&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::domain_error& e) {
+      set_error(PyExc_ValueError, e);
+    } catch (const std::invalid_argument& e) {
+      set_error(PyExc_ValueError, e);
+    } catch (const std::length_error& e) {
+      set_error(PyExc_ValueError, e);
+    } catch (const std::out_of_range& e) {
+      set_error(PyExc_IndexError, e);
+    } catch (const std::range_error& e) {
+      set_error(PyExc_ValueError, e);
+    } catch (const std::overflow_error& e) {
+      set_error(PyExc_OverflowError, e);
+    } catch (const std::exception& e) {
+      set_error(PyExc_RuntimeError, e);
     }
   });
 }
