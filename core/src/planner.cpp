@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/core/types.h"
 
 namespace kvsim {
@@ -81,24 +82,22 @@ std::string resolve_kv_dtype(const PlanInputs& in) {
     return d;
   }
   if (d == "fp8_ds_mla") {
-    require(in.model.use_mla, fmt::format("--kv-cache-dtype fp8_ds_mla needs an MLA model ('{}' "
-                                          "is not one)",
-                                          in.model.name));
+    require(in.model.use_mla, fmt::format("{} needs an MLA model ('{}' is not one)",
+                                          param("kv_cache_dtype", "fp8_ds_mla"), in.model.name));
     return d;
   }
   throw PlanError(fmt::format(
-      "--kv-cache-dtype: unknown value '{}' (expected auto, bfloat16, float16, float32, fp8, "
-      "fp8_e4m3, fp8_e5m2 or fp8_ds_mla)",
-      d));
+      "{}: unknown value '{}' (expected auto, bfloat16, float16, float32, fp8, fp8_e4m3, "
+      "fp8_e5m2 or fp8_ds_mla)",
+      param("kv_cache_dtype"), d));
 }
 
 std::string resolve_quantization(const PlanInputs& in) {
   const std::string q =
       in.quantization == "auto" ? in.model.checkpoint_quantization : in.quantization;
   require(q == "none" || q == "awq" || q == "gptq" || q == "fp8" || q == "mxfp4",
-          fmt::format(
-              "--quantization: unknown value '{}' (expected auto, none, awq, gptq, fp8 or mxfp4)",
-              in.quantization));
+          fmt::format("{}: unknown value '{}' (expected auto, none, awq, gptq, fp8 or mxfp4)",
+                      param("quantization"), in.quantization));
   return q;
 }
 
@@ -271,16 +270,14 @@ double dtype_bytes(std::string_view dtype) {
 
 int64_t kv_heads_per_rank(int64_t num_kv_heads, int64_t tp) {
   require(num_kv_heads > 0, fmt::format("num_kv_heads must be > 0 (got {})", num_kv_heads));
-  require(tp > 0, fmt::format("--tensor-parallel-size must be > 0 (got {})", tp));
+  require(tp > 0, fmt::format("{} must be > 0 (got {})", param("tensor_parallel_size"), tp));
   if (num_kv_heads >= tp) {
-    require(num_kv_heads % tp == 0,
-            fmt::format("num_kv_heads ({}) is not divisible by --tensor-parallel-size ({})",
-                        num_kv_heads, tp));
+    require(num_kv_heads % tp == 0, fmt::format("num_kv_heads ({}) is not divisible by {} ({})",
+                                                num_kv_heads, param("tensor_parallel_size"), tp));
     return num_kv_heads / tp;
   }
-  require(tp % num_kv_heads == 0,
-          fmt::format("--tensor-parallel-size ({}) is not a multiple of num_kv_heads ({})", tp,
-                      num_kv_heads));
+  require(tp % num_kv_heads == 0, fmt::format("{} ({}) is not a multiple of num_kv_heads ({})",
+                                              param("tensor_parallel_size"), tp, num_kv_heads));
   return 1;  // each head replicated on tp / num_kv_heads ranks
 }
 
@@ -362,33 +359,36 @@ Plan compute_plan(const PlanInputs& in) {
   validate_model_bounds(in.model);
   const ModelSpec& m = in.model;
   require(std::isfinite(in.gpu.vram_gib) && in.gpu.vram_gib > 0 && in.gpu.vram_gib <= kMaxVramGib,
-          fmt::format("--vram-gib must be in (0, {:g}] (got {:g})", kMaxVramGib, in.gpu.vram_gib));
+          fmt::format("{} must be in (0, {:g}] (got {:g})", param("vram_gib"), kMaxVramGib,
+                      in.gpu.vram_gib));
   require(in.gpu_memory_utilization > 0 && in.gpu_memory_utilization <= 1,
-          fmt::format("--gpu-memory-utilization must be in (0, 1] (got {})",
+          fmt::format("{} must be in (0, 1] (got {})", param("gpu_memory_utilization"),
                       in.gpu_memory_utilization));
-  require(
-      std::isfinite(in.overhead_gib) && in.overhead_gib >= 0 && in.overhead_gib <= kMaxVramGib,
-      fmt::format("--overhead-gib must be in [0, {:g}] (got {:g})", kMaxVramGib, in.overhead_gib));
+  require(std::isfinite(in.overhead_gib) && in.overhead_gib >= 0 && in.overhead_gib <= kMaxVramGib,
+          fmt::format("{} must be in [0, {:g}] (got {:g})", param("overhead_gib"), kMaxVramGib,
+                      in.overhead_gib));
   require(!in.weights_gib || (std::isfinite(*in.weights_gib) && *in.weights_gib >= 0 &&
                               *in.weights_gib <= kMaxVramGib),
-          fmt::format("--weights-gib must be in [0, {:g}] (got {:g})", kMaxVramGib,
+          fmt::format("{} must be in [0, {:g}] (got {:g})", param("weights_gib"), kMaxVramGib,
                       in.weights_gib.value_or(0)));
   require(in.block_size > 0 && in.block_size <= kMaxBlockSize,
-          fmt::format("--block-size must be in [1, {}] (got {})", kMaxBlockSize, in.block_size));
+          fmt::format("{} must be in [1, {}] (got {})", param("block_size"), kMaxBlockSize,
+                      in.block_size));
   require(in.max_model_len >= 0,
-          fmt::format("--max-model-len must be > 0 (got {})", in.max_model_len));
+          fmt::format("{} must be > 0 (got {})", param("max_model_len"), in.max_model_len));
   require(!in.concurrency || *in.concurrency > 0,
-          fmt::format("--concurrency must be > 0 (got {})", in.concurrency.value_or(0)));
+          fmt::format("{} must be > 0 (got {})", param("concurrency"), in.concurrency.value_or(0)));
   require(!in.num_gpu_blocks_override || *in.num_gpu_blocks_override > 0,
-          fmt::format("--num-gpu-blocks-override must be > 0 (got {})",
+          fmt::format("{} must be > 0 (got {})", param("num_gpu_blocks_override"),
                       in.num_gpu_blocks_override.value_or(0)));
   require(in.tensor_parallel_size > 0 && in.tensor_parallel_size <= kMaxTensorParallelSize,
-          fmt::format("--tensor-parallel-size must be in [1, {}] (got {})", kMaxTensorParallelSize,
-                      in.tensor_parallel_size));
+          fmt::format("{} must be in [1, {}] (got {})", param("tensor_parallel_size"),
+                      kMaxTensorParallelSize, in.tensor_parallel_size));
   if (m.num_attention_heads > 0) {
-    require(m.num_attention_heads % in.tensor_parallel_size == 0,
-            fmt::format("num_attention_heads ({}) is not divisible by --tensor-parallel-size ({})",
-                        m.num_attention_heads, in.tensor_parallel_size));
+    require(
+        m.num_attention_heads % in.tensor_parallel_size == 0,
+        fmt::format("num_attention_heads ({}) is not divisible by {} ({})", m.num_attention_heads,
+                    param("tensor_parallel_size"), in.tensor_parallel_size));
   }
 
   Plan p;
@@ -404,8 +404,8 @@ Plan compute_plan(const PlanInputs& in) {
   p.kv_cache_dtype = resolve_kv_dtype(in);
   p.quantization = resolve_quantization(in);
   p.max_model_len = in.max_model_len > 0 ? in.max_model_len : m.max_position_embeddings;
-  require(p.max_model_len > 0,
-          fmt::format("model '{}' has no max_position_embeddings: pass --max-model-len", m.name));
+  require(p.max_model_len > 0, fmt::format("model '{}' has no max_position_embeddings: pass {}",
+                                           m.name, param("max_model_len")));
   if (m.max_position_embeddings > 0 && p.max_model_len > m.max_position_embeddings) {
     p.warnings.push_back(fmt::format(
         "max_model_len {} exceeds the model's max_position_embeddings {} (vLLM refuses this "
@@ -438,10 +438,10 @@ Plan compute_plan(const PlanInputs& in) {
   // config/vllm.py's rule for --disable-hybrid-kv-cache-manager).
   require(!in.max_num_batched_tokens ||
               (*in.max_num_batched_tokens > 0 && *in.max_num_batched_tokens <= kMaxBatchTokens),
-          fmt::format("--max-num-batched-tokens must be in [1, {}] (got {})", kMaxBatchTokens,
-                      in.max_num_batched_tokens.value_or(0)));
+          fmt::format("{} must be in [1, {}] (got {})", param("max_num_batched_tokens"),
+                      kMaxBatchTokens, in.max_num_batched_tokens.value_or(0)));
   require(!in.max_num_seqs || (*in.max_num_seqs > 0 && *in.max_num_seqs <= kMaxBatchTokens),
-          fmt::format("--max-num-seqs must be in [1, {}] (got {})", kMaxBatchTokens,
+          fmt::format("{} must be in [1, {}] (got {})", param("max_num_seqs"), kMaxBatchTokens,
                       in.max_num_seqs.value_or(0)));
   p.max_num_batched_tokens = in.max_num_batched_tokens.value_or(
       vllm_default_max_num_batched_tokens(in.gpu, p.max_model_len, in.max_num_seqs));
@@ -473,10 +473,11 @@ Plan compute_plan(const PlanInputs& in) {
                         m.name));
     if (p.hybrid_kv_cache_manager && count_layers(m, KVCacheSpecKind::kSlidingWindow) > 0) {
       require(in.block_size % kSlidingWindowKernelBlock == 0,
-              fmt::format("--block-size {}: vLLM's sliding-window layers use the attention "
-                          "backend's {}-token kernel block rescaled to the full layers' page; "
-                          "kvsim models block sizes that are multiples of {}",
-                          in.block_size, kSlidingWindowKernelBlock, kSlidingWindowKernelBlock));
+              fmt::format("{}: vLLM's sliding-window layers use the attention backend's "
+                          "{}-token kernel block rescaled to the full layers' page; kvsim models "
+                          "block sizes that are multiples of {}",
+                          param("block_size", std::to_string(in.block_size)),
+                          kSlidingWindowKernelBlock, kSlidingWindowKernelBlock));
     }
     if (p.hybrid_kv_cache_manager) {
       const bool chunked = num_chunked > 0;
@@ -503,11 +504,10 @@ Plan compute_plan(const PlanInputs& in) {
   if (in.weights_gib) {
     p.weights_from_flag = true;
     p.weights_gib = *in.weights_gib;
-    p.weights_bytes = to_bytes(*in.weights_gib * kGiB, "--weights-gib");
+    p.weights_bytes = to_bytes(*in.weights_gib * kGiB, param("weights_gib"));
   } else if (m.num_parameters > 0 || !in.kv_cache_memory_bytes) {
-    require(
-        m.num_parameters > 0,
-        fmt::format("weights of model '{}' unknown: pass --weights-gib or --num-params", m.name));
+    require(m.num_parameters > 0, fmt::format("weights of model '{}' unknown: pass {} or {}",
+                                              m.name, param("weights_gib"), param("num_params")));
     const auto [bytes, per_param] = weight_bytes(m, p.quantization, in.tensor_parallel_size);
     p.weight_bytes_per_param = per_param;
     p.weights_gib = bytes / kGiB;
@@ -520,7 +520,8 @@ Plan compute_plan(const PlanInputs& in) {
   p.kv_budget_gib = p.usable_gib - p.weights_gib - in.overhead_gib;
   if (in.kv_cache_memory_bytes) {
     require(*in.kv_cache_memory_bytes > 0,
-            fmt::format("--kv-cache-memory-bytes must be > 0 (got {})", *in.kv_cache_memory_bytes));
+            fmt::format("{} must be > 0 (got {})", param("kv_cache_memory_bytes"),
+                        *in.kv_cache_memory_bytes));
     p.kv_cache_memory_from_flag = true;
     p.kv_budget_gib = static_cast<double>(*in.kv_cache_memory_bytes) / kGiB;
   }
@@ -547,9 +548,9 @@ Plan compute_plan(const PlanInputs& in) {
   // vLLM: requested = ceil(total * util); available = requested - non-KV memory, or
   // kv_cache_memory_bytes when given.
   const double total_bytes = in.gpu.vram_gib * kGiB;
-  const int64_t requested =
-      to_bytes(std::ceil(total_bytes * in.gpu_memory_utilization), "--vram-gib x utilization");
-  const int64_t overhead_bytes = to_bytes(in.overhead_gib * kGiB, "--overhead-gib");
+  const int64_t requested = to_bytes(std::ceil(total_bytes * in.gpu_memory_utilization),
+                                     param("vram_gib") + " x utilization");
+  const int64_t overhead_bytes = to_bytes(in.overhead_gib * kGiB, param("overhead_gib"));
   p.kv_budget_bytes =
       in.kv_cache_memory_bytes.value_or(requested - p.weights_bytes - overhead_bytes);
 
@@ -643,7 +644,7 @@ Plan compute_plan(const PlanInputs& in) {
     p.num_gpu_blocks = *in.num_gpu_blocks_override;
     p.num_gpu_blocks_overridden = true;
     available = checked_mul(*in.num_gpu_blocks_override, p.bytes_per_block,
-                            "--num-gpu-blocks-override x bytes per block");
+                            param("num_gpu_blocks_override") + " x bytes per block");
   }
   // _max_memory_usage_bytes_from_groups: group_size x page x the blocks of every group.
   const int64_t needed =

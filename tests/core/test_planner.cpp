@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 
 namespace kvsim {
@@ -313,14 +314,29 @@ TEST(PlannerErrors, InvalidInputs) {
   });
 }
 
-// The PlanError message compute_plan throws ("" if none).
-std::string plan_error(const PlanInputs& in) {
+// The PlanError message compute_plan throws ("" if none), its parameters spelled as the CLI
+// shows them (core/param.h).
+std::string plan_error(const PlanInputs& in, ParamSpelling spelling = ParamSpelling::kCli) {
   try {
     compute_plan(in);
   } catch (const PlanError& e) {
-    return e.what();
+    return spell_params(e.what(), spelling);
   }
   return {};
+}
+
+TEST(PlannerErrors, EachFrontEndSpellsTheParameter) {
+  PlanInputs in = lesson_inputs();
+  in.block_size = 0;
+  EXPECT_EQ(plan_error(in), "--block-size must be in [1, 1048576] (got 0)");
+  EXPECT_EQ(plan_error(in, ParamSpelling::kPython), "block_size= must be in [1, 1048576] (got 0)");
+  EXPECT_EQ(plan_error(in, ParamSpelling::kNeutral), "block_size must be in [1, 1048576] (got 0)");
+  in = lesson_inputs();
+  in.kv_cache_dtype = "fp8_ds_mla";  // with the value the user gave
+  EXPECT_EQ(plan_error(in, ParamSpelling::kPython),
+            "kv_cache_dtype=fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
+  EXPECT_EQ(plan_error(in),
+            "--kv-cache-dtype fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
 }
 
 TEST(PlannerErrors, ShapeAndCardBoundsNameTheField) {
