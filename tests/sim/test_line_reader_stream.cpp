@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "../scratch_dir_test.h"
+#include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 #include "kvsim/sim/traces/trace_parse.h"
 
@@ -237,7 +238,7 @@ ReadResult read_lines(const std::string& path, size_t chunk, const InputLimits& 
     }
     r.max_buffered = reader.max_buffered_bytes();
   } catch (const std::exception& e) {
-    r.error = e.what();
+    r.error = spell_params(e.what(), ParamSpelling::kCli);  // as the reference wrote it
   }
   return r;
 }
@@ -255,7 +256,7 @@ std::string error_of_read_text_file(const std::string& path, const InputLimits& 
   try {
     read_text_file(path, limits);
   } catch (const std::exception& e) {
-    return e.what();
+    return spell_params(e.what(), ParamSpelling::kCli);
   }
   return {};
 }

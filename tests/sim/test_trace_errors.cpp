@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 
@@ -19,7 +20,7 @@ std::string error_of(const std::string& path, const TraceReadOptions& options = 
   try {
     read_trace(path, options);
   } catch (const TraceError& e) {
-    return e.what();
+    return spell_params(e.what(), ParamSpelling::kCli);
   }
   return {};
 }

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_gen.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
@@ -300,7 +301,7 @@ std::string invalid_argument_of(F f) {
   try {
     f();
   } catch (const std::invalid_argument& e) {
-    return e.what();
+    return spell_params(e.what(), ParamSpelling::kCli);
   }
   return {};
 }

@@ -15,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
@@ -30,7 +31,7 @@ class TraceRobustness : public kvsim_test::ScratchDirTest {
     try {
       read_trace(path);
     } catch (const std::exception& e) {
-      return e.what();
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return {};
   }
@@ -64,7 +65,7 @@ TEST_F(TraceRobustness, TimeScaleBeyondTheArrivalLimitNamesTheFlag) {
     read_trace(p, o);
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()),
+    EXPECT_EQ(spell_params(e.what(), ParamSpelling::kCli),
               "--time-scale 2 puts the arrival of line 3 beyond 2^62 ns (about 146 years)");
   }
 }
@@ -193,7 +194,7 @@ TEST_F(TraceRobustness, HashBlockSizeWithoutHashIdsIsRefused) {
     try {
       read_trace(path, o);
     } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return std::string();
   };

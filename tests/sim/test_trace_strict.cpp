@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "../scratch_dir_test.h"
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/model_config.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/traces/trace.h"
@@ -25,7 +26,7 @@ class TraceStrict : public kvsim_test::ScratchDirTest {
     try {
       read_trace(path, o);
     } catch (const std::exception& e) {
-      return e.what();
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return {};
   }
@@ -35,7 +36,7 @@ std::string config_error(std::string_view text) {
   try {
     parse_hf_config(text, "config.json");
   } catch (const std::exception& e) {
-    return e.what();
+    return spell_params(e.what(), ParamSpelling::kCli);
   }
   return {};
 }
@@ -202,7 +203,8 @@ TEST_F(TraceStrict, ConfigReadIsBoundedAndNamesThePath) {
     load_hf_config("/dev/zero");
     FAIL() << "read /dev/zero as a config";
   } catch (const std::exception& e) {
-    EXPECT_EQ(std::string(e.what()), "/dev/zero: input larger than the limit of 16 MiB");
+    EXPECT_EQ(spell_params(e.what(), ParamSpelling::kCli),
+              "/dev/zero: input larger than the limit of 16 MiB");
   }
 }
 

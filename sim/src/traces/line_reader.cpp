@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 #include "kvsim/sim/traces/trace_parse.h"
 
@@ -31,7 +32,7 @@ std::runtime_error too_large(const std::string& path, const InputLimits& limits,
   return std::runtime_error(
       fmt::format("{}: input larger than the limit of {}{}{}", path, size_text(limits.max_bytes),
                   gzip ? " after decompression" : "",
-                  limits.has_flags ? " (raise it with --max-input-bytes)" : ""));
+                  limits.has_flags ? " (raise it with " + param("max_input_bytes") + ")" : ""));
 }
 
 // The most bytes checked against the limits at once. The checks run on pieces of this size
@@ -63,7 +64,7 @@ class LimitCheck {
           throw std::runtime_error(fmt::format(
               "{}:{}: line longer than the limit of {}{}; not a text trace?{}", path_, lines_ + 1,
               size_text(limits_.max_line_bytes), gzip_ ? " after decompression" : "",
-              limits_.has_flags ? " (raise the limit with --max-line-bytes)" : ""));
+              limits_.has_flags ? " (raise the limit with " + param("max_line_bytes") + ")" : ""));
         }
         if (nl == nullptr) break;
         ++lines_;

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/traces/trace_random.h"
 
@@ -144,23 +145,25 @@ double clipped_share(const LengthDist& d, int64_t max_length) {
   return phi((lo - d.a) / d.b) + (1.0 - phi((hi - d.a) / d.b));
 }
 
-void check_clipped_share(const char* flag, const LengthDist& d, int64_t max_length) {
+void check_clipped_share(std::string_view id, const LengthDist& d, int64_t max_length) {
   const double share = clipped_share(d, max_length);
   if (share <= kMaxClippedShare) return;
+  const bool normal = d.kind == LengthDist::Kind::NORMAL;
   throw std::invalid_argument(fmt::format(
-      "{} {}:{:g},{:g}: {:.0f} % of the draws would fall outside [1, {}] and be clipped (at most "
-      "{:.0f} % may be; a mean{} inside the range with a smaller SIGMA fits)",
-      flag, d.kind == LengthDist::Kind::NORMAL ? "normal" : "lognormal", d.a, d.b, 100 * share,
-      max_length, 100 * kMaxClippedShare, d.kind == LengthDist::Kind::NORMAL ? "" : " of ln L"));
+      "{}: {:.0f} % of the draws would fall outside [1, {}] and be clipped (at most {:.0f} % may "
+      "be; a mean{} inside the range with a smaller SIGMA fits)",
+      param(id, fmt::format("{}:{:g},{:g}", normal ? "normal" : "lognormal", d.a, d.b)),
+      100 * share, max_length, 100 * kMaxClippedShare, normal ? "" : " of ln L"));
 }
 
 std::string too_much_prefix_content(const TraceGenOptions& o, int64_t requests) {
   const bool hash_ids = o.prefix_encoding == PrefixEncoding::HASH_IDS;
   return fmt::format(
       "the shared-prefix content of {} requests exceeds the generator's limit of {} {} (lower "
-      "--num-requests, --input-len or --prefix-tokens{})",
-      requests, kMaxGeneratedElements, hash_ids ? "hash ids" : "token ids",
-      hash_ids ? ", or raise --hash-block-size" : "");
+      "{}, {} or {}{})",
+      requests, kMaxGeneratedElements, hash_ids ? "hash ids" : "token ids", param("num_requests"),
+      param("input_len"), param("prefix_tokens"),
+      hash_ids ? ", or raise " + param("hash_block_size") : "");
 }
 
 void validate(const TraceGenOptions& o) {
@@ -168,39 +171,41 @@ void validate(const TraceGenOptions& o) {
     if (!ok) throw std::invalid_argument(msg);
   };
   check(o.num_requests >= 1 && o.num_requests <= kMaxRequests,
-        fmt::format("--num-requests must be in [1, {}] (got {})", kMaxRequests, o.num_requests));
+        fmt::format("{} must be in [1, {}] (got {})", param("num_requests"), kMaxRequests,
+                    o.num_requests));
   const bool needs_rate = o.arrival == GenArrival::POISSON || o.arrival == GenArrival::GAMMA ||
                           o.arrival == GenArrival::CONSTANT;
   check(!needs_rate || (o.rate > 0 && std::isfinite(o.rate)),
-        fmt::format("--rate must be > 0 requests per second (got {})", o.rate));
+        fmt::format("{} must be > 0 requests per second (got {})", param("rate"), o.rate));
   check(o.arrival != GenArrival::GAMMA || (o.cv >= kMinCv && o.cv <= kMaxCv),
-        fmt::format("--cv must be in [{:g}, {:g}] (got {:g})", kMinCv, kMaxCv, o.cv));
+        fmt::format("{} must be in [{:g}, {:g}] (got {:g})", param("cv"), kMinCv, kMaxCv, o.cv));
   check(o.arrival != GenArrival::BURST ||
             (o.burst_size >= 1 && o.burst_period_s > 0 && std::isfinite(o.burst_period_s) &&
              o.burst_period_s * 1e9 >= 0.5),
-        fmt::format("burst arrivals need --burst-size >= 1 and --burst-period >= 1 ns (got {}, {})",
-                    o.burst_size, o.burst_period_s));
+        fmt::format("burst arrivals need {} >= 1 and {} >= 1 ns (got {}, {})", param("burst_size"),
+                    param("burst_period"), o.burst_size, o.burst_period_s));
   // Checked before the prefix arithmetic below divides by it.
   check(o.hash_block_size >= 1,
-        fmt::format("--hash-block-size must be >= 1 (got {})", o.hash_block_size));
-  check(o.vocab_size >= 1, "--vocab-size must be >= 1");
+        fmt::format("{} must be >= 1 (got {})", param("hash_block_size"), o.hash_block_size));
+  check(o.vocab_size >= 1, param("vocab_size") + " must be >= 1");
   check(o.prefix_groups >= 0 && o.prefix_tokens >= 0,
-        "--prefix-groups and --prefix-tokens must be >= 0");
-  check(o.prefix_groups == 0 || o.prefix_tokens > 0, "--prefix-groups needs --prefix-tokens > 0");
+        param("prefix_groups") + " and " + param("prefix_tokens") + " must be >= 0");
+  check(o.prefix_groups == 0 || o.prefix_tokens > 0,
+        param("prefix_groups") + " needs " + param("prefix_tokens") + " > 0");
   if (o.prefix_groups > 0) {
     // Every prompt is the prefix plus >= 1 drawn input token, at most kMaxGeneratedLength.
     check(o.prefix_tokens < kMaxGeneratedLength,
-          fmt::format("--prefix-tokens must be < {} (the longest generated prompt; got {})",
-                      kMaxGeneratedLength, o.prefix_tokens));
+          fmt::format("{} must be < {} (the longest generated prompt; got {})",
+                      param("prefix_tokens"), kMaxGeneratedLength, o.prefix_tokens));
     // Fixed and uniform lengths cannot be clipped silently: their largest value must fit.
     const LengthDist& in = o.input;
     const bool bounded = in.kind == LengthDist::Kind::FIXED || in.kind == LengthDist::Kind::UNIFORM;
     const double longest = in.kind == LengthDist::Kind::FIXED ? in.a : in.b;
     check(!bounded || longest + o.prefix_tokens <= kMaxGeneratedLength,
-          fmt::format(
-              "--prefix-tokens {} + --input-len up to {:.0f} = {:.0f} tokens exceeds the longest "
-              "generated prompt ({} tokens)",
-              o.prefix_tokens, longest, longest + o.prefix_tokens, kMaxGeneratedLength));
+          fmt::format("{} + {} up to {:.0f} = {:.0f} tokens exceeds the longest generated "
+                      "prompt ({} tokens)",
+                      param("prefix_tokens", std::to_string(o.prefix_tokens)), param("input_len"),
+                      longest, longest + o.prefix_tokens, kMaxGeneratedLength));
     // The least content every request gets (its input is >= 1 token, or exactly N for fixed:N);
     // generate_trace() also checks the running total, for the distributions.
     const bool hash_ids = o.prefix_encoding == PrefixEncoding::HASH_IDS;
@@ -212,15 +217,16 @@ void validate(const TraceGenOptions& o) {
           too_much_prefix_content(o, o.num_requests));
     if (!hash_ids) {
       check(int64_t{o.prefix_groups} * o.prefix_tokens <= kMaxGeneratedElements,
-            fmt::format("--prefix-groups {} x --prefix-tokens {} token ids exceed the generator's "
-                        "limit of {}",
-                        o.prefix_groups, o.prefix_tokens, kMaxGeneratedElements));
+            fmt::format("{} x {} token ids exceed the generator's limit of {}",
+                        param("prefix_groups", std::to_string(o.prefix_groups)),
+                        param("prefix_tokens", std::to_string(o.prefix_tokens)),
+                        kMaxGeneratedElements));
     }
   }
-  check(o.priority_levels >= 1, "--priority-levels must be >= 1");
+  check(o.priority_levels >= 1, param("priority_levels") + " must be >= 1");
   const int64_t prefix = o.prefix_groups > 0 ? o.prefix_tokens : 0;
-  check_clipped_share("--input-len", o.input, kMaxGeneratedLength - prefix);
-  check_clipped_share("--output-len", o.output, kMaxGeneratedLength);
+  check_clipped_share("input_len", o.input, kMaxGeneratedLength - prefix);
+  check_clipped_share("output_len", o.output, kMaxGeneratedLength);
 }
 
 std::vector<int64_t> arrivals(const TraceGenOptions& o) {

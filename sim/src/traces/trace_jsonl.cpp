@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/traces/trace_parse.h"
 #include "trace_readers.h"
@@ -402,12 +403,14 @@ TraceFormat detect_jsonl_format(std::string_view first_line, const std::string& 
     }
     throw TraceError(path, line_number, "timestamp",
                      "cannot tell Mooncake (timestamp in ms) from Bailian (timestamp in s) by "
-                     "this record; pass --format mooncake or --format bailian",
+                     "this record; pass " +
+                         param("format", "mooncake") + " or " + param("format", "bailian"),
                      first_line);
   }
   throw TraceError(path, line_number, "record",
                    "unknown JSONL layout (expected input_tokens (kvsim) or input_length "
-                   "(Mooncake/Bailian); use --format)",
+                   "(Mooncake/Bailian); use " +
+                       param("format") + ")",
                    first_line);
 }
 

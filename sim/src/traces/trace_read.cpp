@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_parse.h"
 #include "kvsim/sim/traces/trace_random.h"
@@ -37,30 +38,33 @@ bool has(const std::vector<std::string>& cols, std::string_view name) {
 
 namespace detail {
 
-int64_t seconds_to_ns(double s, const char* what) {
+int64_t seconds_to_ns(double s, std::string_view id) {
   if (!std::isfinite(s) || s < 0 || s > 9.2e9) {
-    throw std::invalid_argument(fmt::format("{} must be a finite number of seconds >= 0", what));
+    throw std::invalid_argument(
+        fmt::format("{} must be a finite number of seconds >= 0", param(id)));
   }
   const int64_t ns = std::llround(s * 1e9);
   // A positive length that rounds to 0 ns would silently mean "unset" (0 = to the end).
   if (s > 0 && ns == 0) {
-    throw std::invalid_argument(
-        fmt::format("{} {:g}: rounds to 0 ns; give at least 1e-9 seconds, or 0", what, s));
+    throw std::invalid_argument(fmt::format("{}: rounds to 0 ns; give at least 1e-9 seconds, or 0",
+                                            param(id, fmt::format("{:g}", s))));
   }
   return ns;
 }
 
 void validate_read_options(const TraceReadOptions& o) {
-  if (o.hash_block_size < 0) throw std::invalid_argument("--hash-block-size must be >= 0");
-  if (o.max_requests < 0) throw std::invalid_argument("--max-requests must be >= 0");
+  if (o.hash_block_size < 0)
+    throw std::invalid_argument(param("hash_block_size") + " must be >= 0");
+  if (o.max_requests < 0) throw std::invalid_argument(param("max_requests") + " must be >= 0");
   if (!(o.time_scale > 0) || !std::isfinite(o.time_scale)) {
-    throw std::invalid_argument(fmt::format("--time-scale must be > 0 (got {})", o.time_scale));
-  }
-  seconds_to_ns(o.start_s, "--start");
-  seconds_to_ns(o.duration_s, "--duration");
-  if (o.arrival == ArrivalMode::POISSON && (!(o.rate > 0) || !std::isfinite(o.rate))) {
     throw std::invalid_argument(
-        fmt::format("--arrival poisson needs --rate > 0 requests per second (got {})", o.rate));
+        fmt::format("{} must be > 0 (got {})", param("time_scale"), o.time_scale));
+  }
+  seconds_to_ns(o.start_s, "start");
+  seconds_to_ns(o.duration_s, "duration");
+  if (o.arrival == ArrivalMode::POISSON && (!(o.rate > 0) || !std::isfinite(o.rate))) {
+    throw std::invalid_argument(fmt::format("{} needs {} > 0 requests per second (got {})",
+                                            param("arrival", "poisson"), param("rate"), o.rate));
   }
 }
 
@@ -88,8 +92,8 @@ int64_t scale_arrival(int64_t arrival_ns, double time_scale, int64_t source_line
   const double scaled = static_cast<double>(arrival_ns) * time_scale;
   if (scaled > static_cast<double>(kMaxArrivalNs)) {
     throw std::invalid_argument(
-        fmt::format("--time-scale {} puts the arrival of line {} beyond 2^62 ns (about 146 years)",
-                    time_scale, source_line));
+        fmt::format("{} puts the arrival of line {} beyond 2^62 ns (about 146 years)",
+                    param("time_scale", fmt::format("{}", time_scale)), source_line));
   }
   return std::llround(scaled);
 }
@@ -133,18 +137,19 @@ void resolve_arrival_mode(const TraceReadOptions& options, bool has_arrivals, bo
   // A forced hash block size only says how to read hash_ids: where there are none it would be
   // silently ignored, so refuse it (CSV layouts never carry hash_ids).
   if (options.hash_block_size > 0 && any_requests && !any_hash_ids) {
-    throw std::invalid_argument(fmt::format(
-        "--hash-block-size {} applies to traces with hash_ids, and {} ({}) has none; drop the flag",
-        options.hash_block_size, trace.path, to_string(trace.format)));
+    throw std::invalid_argument(
+        fmt::format("{} applies to traces with hash_ids, and {} ({}) has none; drop the flag",
+                    param("hash_block_size", std::to_string(options.hash_block_size)), trace.path,
+                    to_string(trace.format)));
   }
   trace.arrival_mode = options.arrival;
   if (!has_arrivals && options.arrival == ArrivalMode::TRACE) {
     trace.arrival_mode = ArrivalMode::ALL_AT_ONCE;  // the layout has no timestamps
   }
   if ((options.start_s > 0 || options.duration_s > 0) && !has_arrivals) {
-    throw std::invalid_argument(
-        fmt::format("--start/--duration need arrival times, and {} ({}) has none", trace.path,
-                    to_string(trace.format)));
+    throw std::invalid_argument(fmt::format("{}/{} need arrival times, and {} ({}) has none",
+                                            param("start"), param("duration"), trace.path,
+                                            to_string(trace.format)));
   }
 }
 
@@ -208,7 +213,8 @@ TraceError::TraceError(std::string path, int64_t line, std::string field, std::s
                        std::string_view value)
     : std::runtime_error(fmt::format(
           "{}:{}: field '{}': {} (got '{}')", path, line, detail::clip_for_message(field),
-          detail::clip_for_message(problem, 1000), detail::clip_for_message(value))),
+          detail::clip_for_message(problem, 1000, /*keep_param_markers=*/true),
+          detail::clip_for_message(value))),
       path_(std::move(path)),
       line_(line),
       field_(std::move(field)),
@@ -289,7 +295,7 @@ size_t utf8_sequence(std::string_view s, size_t i) {
 
 }  // namespace
 
-std::string clip_for_message(std::string_view value, size_t max_bytes) {
+std::string clip_for_message(std::string_view value, size_t max_bytes, bool keep_param_markers) {
   // Printable ASCII and valid UTF-8 pass through; control bytes (NUL included, which would cut a
   // C string short) and stray bytes become \xNN, so the message stays one readable line.
   const size_t kMax = max_bytes;
@@ -297,7 +303,7 @@ std::string clip_for_message(std::string_view value, size_t max_bytes) {
   size_t i = 0;
   for (; i < value.size() && i < kMax;) {
     const auto c = static_cast<unsigned char>(value[i]);
-    if (c >= 0x20 && c < 0x7F) {
+    if ((c >= 0x20 && c < 0x7F) || (keep_param_markers && c >= 0x1c && c <= 0x1f)) {
       out.push_back(static_cast<char>(c));
       ++i;
     } else if (const size_t n = c >= 0x80 ? utf8_sequence(value, i) : 0; n > 0) {
@@ -336,7 +342,8 @@ TraceFormat detect_trace_format(std::string_view first_line, const std::string& 
   }
   throw TraceError(path, line_number, "header",
                    "unknown trace layout (expected an Azure, Vidur, BurstGPT or ShareGPT CSV "
-                   "header or a JSON object; use --format)",
+                   "header or a JSON object; use " +
+                       param("format") + ")",
                    line);
 }
 
@@ -359,8 +366,8 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
     rebase(reqs, path, trace.format);
   }
   if (windowed) {
-    const int64_t start = detail::seconds_to_ns(options.start_s, "--start");
-    const int64_t duration = detail::seconds_to_ns(options.duration_s, "--duration");
+    const int64_t start = detail::seconds_to_ns(options.start_s, "start");
+    const int64_t duration = detail::seconds_to_ns(options.duration_s, "duration");
     const auto first =
         std::lower_bound(reqs.begin(), reqs.end(), start,
                          [](const TraceRequest& r, int64_t t) { return r.arrival_ns < t; });

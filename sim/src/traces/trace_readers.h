@@ -44,8 +44,9 @@ class RowSink {
 // Throws std::invalid_argument for options out of range (negative sizes, a bad window, scale or
 // rate).
 void validate_read_options(const TraceReadOptions& options);
-// Seconds to whole nanoseconds (validated: finite, >= 0, a positive value not rounding to 0).
-int64_t seconds_to_ns(double s, const char* what);
+// Seconds to whole nanoseconds (validated: finite, >= 0, a positive value not rounding to 0);
+// errors name the parameter `id` (core/param.h).
+int64_t seconds_to_ns(double s, std::string_view id);
 // Opens `path`, detects its layout (or takes options.format) and hands every row to `sink` in
 // file order; sets trace.path and trace.format (rows and drops are counted through the sink).
 // Returns whether the layout carries arrivals. Throws TraceError for an empty file or a file
@@ -64,8 +65,10 @@ std::optional<TraceError> rebase_arrival(int64_t& arrival_ns, int64_t base, int6
 int64_t scale_arrival(int64_t arrival_ns, double time_scale, int64_t source_line);
 
 // Makes a value safe for a one-line error message: its first max_bytes bytes with control bytes
-// and invalid UTF-8 written as \xNN, and "..." when cut.
-std::string clip_for_message(std::string_view value, size_t max_bytes = 80);
+// and invalid UTF-8 written as \xNN, and "..." when cut. keep_param_markers: kvsim's own text
+// (a TraceError's problem) keeps the parameter markers of core/param.h for the front end to spell.
+std::string clip_for_message(std::string_view value, size_t max_bytes = 80,
+                             bool keep_param_markers = false);
 
 // Reads CSV layouts (AZURE, VIDUR, BURSTGPT, SHAREGPT). Returns whether rows carry arrivals.
 bool read_csv_trace(LineReader& reader, TraceFormat format, RowSink& sink);

@@ -26,8 +26,8 @@ class TraceStream::Normaliser {
         header_(header),
         has_arrivals_(has_arrivals),
         windowed_(options.start_s > 0 || options.duration_s > 0),
-        start_ns_(detail::seconds_to_ns(options.start_s, "--start")),
-        duration_ns_(detail::seconds_to_ns(options.duration_s, "--duration")) {
+        start_ns_(detail::seconds_to_ns(options.start_s, "start")),
+        duration_ns_(detail::seconds_to_ns(options.duration_s, "duration")) {
     if (header.arrival_mode == ArrivalMode::POISSON) poisson_.emplace(options.rate, options.seed);
   }
 
