@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "kvsim/core/param.h"
 #include "kvsim/cuda/device_kernels.h"
 #include "kvsim/cuda/device_pool.h"
 #include "kvsim/cuda/kv_backends.h"
@@ -177,8 +178,8 @@ CudaKvBackend::CudaKvBackend(const KvCacheLayout& layout, int64_t host_swap_slot
                              std::vector<int32_t> group_num_layers) {
   if (cuda_device_count() == 0) {
     throw std::runtime_error(
-        "the cuda KV backend needs a CUDA device, but the CUDA runtime reports none "
-        "(use --backend host for the CPU twin)");
+        "the cuda KV backend needs a CUDA device, but the CUDA runtime reports none (use " +
+        param("backend", "host") + " for the CPU twin)");
   }
   impl_ = std::make_unique<Impl>(layout, host_swap_slots, std::move(group_num_layers));
 }

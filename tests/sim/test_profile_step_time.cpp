@@ -13,6 +13,7 @@
 
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/param.h"
 #include "kvsim/sim/engine/profile_step_time.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/io/model_config.h"
@@ -215,7 +216,7 @@ TEST(ProfileStepTime, RefusesAnotherModelsTable) {
     ProfileStepTime(other, kGpu, 1, ops, std::nullopt);
     FAIL();
   } catch (const std::invalid_argument& e) {
-    const std::string msg = e.what();
+    const std::string msg = spell_params(e.what(), ParamSpelling::kCli);
     EXPECT_NE(msg.find("'other'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("n_expanded_embd = 16, model intermediate_size = 32"), std::string::npos)
         << msg;
@@ -226,7 +227,7 @@ TEST(ProfileStepTime, RefusesAnotherModelsTable) {
                            find_gpu_preset("h100-80g"), 1);
     FAIL();
   } catch (const std::invalid_argument& e) {
-    const std::string msg = e.what();
+    const std::string msg = spell_params(e.what(), ParamSpelling::kCli);
     EXPECT_NE(msg.find("n_kv_head = 32, model num_key_value_heads = 8"), std::string::npos) << msg;
     EXPECT_EQ(msg.rfind("--step-time 'profile:", 0), 0u) << msg;
   }
@@ -298,7 +299,7 @@ TEST(ProfileStepTime, SpecParsing) {
     try {
       make_profile_step_time(spec, llama2, h100, tp);
     } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return std::string("no error");
   };

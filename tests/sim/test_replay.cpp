@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/kv_backend.h"
+#include "kvsim/core/param.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/replica_engine.h"
 #include "kvsim/sim/engine/step_time_model.h"
@@ -157,7 +158,7 @@ TEST(Replay, ClockOverflowIsAnErrorNotSignedOverflow) {
     run_replay(c, t, null, step);
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()),
+    EXPECT_EQ(spell_params(e.what(), ParamSpelling::kCli),
               fmt::format("simulated clock overflow at step {}: t = {} ns plus a step of {} ns "
                           "leaves 64-bit nanoseconds (292 years); use a shorter --step-time or "
                           "trace",

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/engine/step_time_model.h"
 
 namespace kvsim {
@@ -223,7 +224,7 @@ TEST(ParseStepTimeSpec, BadSpecsNameTheProblem) {
       parse_step_time_spec(c.spec, llama8b(), h100(), 1);
       ADD_FAILURE() << "no error for '" << c.spec << "'";
     } catch (const std::invalid_argument& e) {
-      const std::string msg = e.what();
+      const std::string msg = spell_params(e.what(), ParamSpelling::kCli);
       EXPECT_NE(msg.find(fmt::format("--step-time '{}'", c.spec)), std::string::npos) << msg;
       EXPECT_NE(msg.find(c.needle), std::string::npos) << "spec '" << c.spec << "': " << msg;
     }

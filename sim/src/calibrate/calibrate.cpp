@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "kvsim/core/kv_backend.h"
+#include "kvsim/core/param.h"
 
 namespace kvsim {
 namespace {
@@ -243,9 +244,9 @@ void check_identifiable(Evaluator& ev, const FitSetup& setup,
     norm = std::sqrt(norm);
     if (!(norm > 0)) {
       throw std::invalid_argument(fmt::format(
-          "--fit {}: {} is 0 in every step of these runs (e.g. TP all-reduce at TP 1, a MoE term "
-          "on a dense model); leave it out of --fit",
-          names[i], describe_coefficient(names[i])));
+          "{}: {} is 0 in every step of these runs (e.g. TP all-reduce at TP 1, a MoE term on a "
+          "dense model); leave it out of {}",
+          param("fit", names[i]), describe_coefficient(names[i]), param("fit")));
     }
     for (double& v : col) v /= norm;
     std::vector<double> v = col;
@@ -270,10 +271,10 @@ void check_identifiable(Evaluator& ev, const FitSetup& setup,
       const std::string& a = names[i];
       const std::string& b = names[fitted_betas[closest]];
       throw std::invalid_argument(fmt::format(
-          "--fit {},{}: on these runs {} is {} a combination of the other fitted terms "
-          "(e.g. the weight-read time is the same in every step, like the per-step constant); "
-          "fit one of them, or add runs that separate them (another model, TP or load)",
-          b, a, describe_coefficient(a), left < 1e-9 ? "exactly" : "almost"));
+          "{}: on these runs {} is {} a combination of the other fitted terms (e.g. the "
+          "weight-read time is the same in every step, like the per-step constant); fit one of "
+          "them, or add runs that separate them (another model, TP or load)",
+          param("fit", b + "," + a), describe_coefficient(a), left < 1e-9 ? "exactly" : "almost"));
     }
     for (double& x : v) x /= left;
     basis.push_back(std::move(v));
@@ -294,9 +295,8 @@ void check_identifiable(Evaluator& ev, const FitSetup& setup,
     }
     if (change < 1e-6) {
       throw std::invalid_argument(fmt::format(
-          "--fit {}: {} moves no measured statistic (is TTFT or E2E measured?); leave it out of "
-          "--fit",
-          names[i], describe_coefficient(names[i])));
+          "{}: {} moves no measured statistic (is TTFT or E2E measured?); leave it out of {}",
+          param("fit", names[i]), describe_coefficient(names[i]), param("fit")));
     }
   }
 }
@@ -353,13 +353,13 @@ CalibrationResult calibrate(const std::vector<CalibrationTarget>& targets,
     const auto it = std::find(names.begin(), names.end(), f);
     if (it == names.end()) {
       throw std::invalid_argument(
-          fmt::format("--fit: unknown coefficient '{}' (known: beta1a, beta2a, beta3, beta4, "
+          fmt::format("{}: unknown coefficient '{}' (known: beta1a, beta2a, beta3, beta4, "
                       "beta5, beta6, beta7, beta8, beta1b, beta2b, alpha0, alpha1, alpha2)",
-                      f));
+                      param("fit"), f));
     }
     const auto i = static_cast<size_t>(it - names.begin());
     if (std::find(setup.index.begin(), setup.index.end(), i) != setup.index.end()) {
-      throw std::invalid_argument(fmt::format("--fit: '{}' given twice", f));
+      throw std::invalid_argument(fmt::format("{}: '{}' given twice", param("fit"), f));
     }
     setup.index.push_back(i);
     setup.upper.push_back(std::max(10.0 * setup.start[i], upper_floor(i)));

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
 
@@ -62,7 +63,7 @@ void require_positive(double v, const char* what) {
 
 PhysicsCoefficients read_physics_coefficients(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) {
-    fail(path, "not a readable calibration file (--step-time physics:FILE)");
+    fail(path, "not a readable calibration file (" + param("step_time", "physics:FILE") + ")");
   }
   InputLimits limits;
   limits.max_bytes = kMaxCalibrationBytes;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/io/parse_number.h"
 
@@ -254,7 +255,8 @@ std::unique_ptr<StepTimeModel> make_profile_step_time(std::string_view spec, con
         RooflineGpu{gpu.name, gpu.peak_bf16_tflops * 1e12, gpu.hbm_gb_per_s * 1e9}, tp,
         read_operator_profile(mlp), std::move(ar), params);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("--step-time '{}': {}", spec, e.what()));
+    throw std::invalid_argument(
+        fmt::format("{}: {}", param("step_time", fmt::format("'{}'", spec)), e.what()));
   }
 }
 

@@ -10,7 +10,8 @@
 
 #include <fmt/core.h>
 
-#include "kvsim/sim/metrics/report.h"
+#include "kvsim/core/param.h"
+#include "kvsim/sim/report/report.h"
 
 namespace kvsim {
 namespace {
@@ -119,9 +120,11 @@ ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
   }
   const bool swap = sc.preemption_mode == PreemptionMode::SWAP;
   if (settings.async_scheduling.value_or(false) && swap) {
-    throw std::invalid_argument(
-        "--async-scheduling cannot run with --preemption-mode swap: vLLM V0's swap never ran "
-        "with async scheduling (use --no-async-scheduling, or leave the mode unset)");
+    throw std::invalid_argument(fmt::format(
+        "{} cannot run with {}: vLLM V0's swap never ran with async scheduling (use {}, or leave "
+        "the mode unset)",
+        param_flag("async_scheduling", true), param("preemption_mode", "swap"),
+        param_flag("async_scheduling", false)));
   }
   sc.async_scheduling = settings.async_scheduling.value_or(!swap);
   sc.num_host_swap_slots = 0;

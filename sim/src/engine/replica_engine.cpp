@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "kvsim/core/param.h"
+
 #include "replay_batch.h"
 
 namespace kvsim {
@@ -390,8 +392,8 @@ int64_t ReplicaEngine::batch_end(int64_t start, int64_t dt) {
   if (__builtin_add_overflow(start, dt, &end) || __builtin_add_overflow(sum.busy_ns, dt, &busy)) {
     throw std::runtime_error(fmt::format(
         "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
-        "nanoseconds (292 years); use a shorter --step-time or trace",
-        sum.steps, start, dt));
+        "nanoseconds (292 years); use a shorter {} or trace",
+        sum.steps, start, dt, param("step_time")));
   }
   sum.busy_ns = busy;
   return end;

@@ -9,6 +9,8 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
 
 int64_t StepTimeModel::step_time_ns(const StepWork& work, bool overlap_cpu) const {
@@ -210,14 +212,13 @@ std::string RooflineStepTime::describe() const {
 
 namespace {
 
-double parse_number(std::string_view spec, std::string_view key, std::string_view text) {
+double parse_number(std::string_view key, std::string_view text) {
   double v = 0.0;
   const char* first = text.data();
   const char* last = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(first, last, v);
   if (text.empty() || ec != std::errc{} || ptr != last || !std::isfinite(v)) {
-    throw std::invalid_argument(
-        fmt::format("--step-time '{}': {} must be a number, got '{}'", spec, key, text));
+    throw std::invalid_argument(fmt::format("{} must be a number, got '{}'", key, text));
   }
   return v;
 }
@@ -236,7 +237,7 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
       if (colon == std::string_view::npos) {
         throw std::invalid_argument("expected fixed:MS (milliseconds per step)");
       }
-      return std::make_unique<FixedStepTime>(parse_number(spec, "MS", rest));
+      return std::make_unique<FixedStepTime>(parse_number("MS", rest));
     }
     if (kind != "roofline") {
       throw std::invalid_argument(
@@ -265,7 +266,7 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
         throw std::invalid_argument(fmt::format("expected key=value, got '{}'", item));
       }
       const std::string_view key = item.substr(0, eq);
-      const double value = parse_number(spec, key, item.substr(eq + 1));
+      const double value = parse_number(key, item.substr(eq + 1));
       bool* seen = nullptr;
       if (key == "overhead_ms") {
         params.overhead_ms = value;
@@ -315,9 +316,8 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
     }
     return std::make_unique<RooflineStepTime>(model, gpu, params);
   } catch (const std::invalid_argument& e) {
-    const std::string_view msg = e.what();
-    if (msg.starts_with("--step-time")) throw;
-    throw std::invalid_argument(fmt::format("--step-time '{}': {}", spec, msg));
+    throw std::invalid_argument(
+        fmt::format("{}: {}", param("step_time", fmt::format("'{}'", spec)), e.what()));
   }
 }
 

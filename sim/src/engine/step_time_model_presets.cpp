@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/engine/physics_step_time.h"
 #include "kvsim/sim/engine/profile_step_time.h"
@@ -19,9 +20,9 @@ RooflineModelShape roofline_shape(const ModelSpec& model, int32_t tp,
   const double active_params =
       model.num_active_parameters > 0 ? model.num_active_parameters : total_params;
   if (!(total_params > 0)) {
-    throw std::invalid_argument(fmt::format(
-        "roofline step time: model '{}' has no parameter count (use --step-time fixed:MS)",
-        model.name));
+    throw std::invalid_argument(
+        fmt::format("roofline step time: model '{}' has no parameter count (use {})", model.name,
+                    param("step_time", "fixed:MS")));
   }
   RooflineModelShape s;
   s.name = model.name;
@@ -52,10 +53,9 @@ RooflineModelShape roofline_shape(const ModelSpec& model, int32_t tp,
 
 RooflineGpu roofline_gpu(const GpuSpec& gpu) {
   if (!(gpu.peak_bf16_tflops > 0) || !(gpu.hbm_gb_per_s > 0)) {
-    throw std::invalid_argument(fmt::format(
-        "roofline step time: GPU '{}' has no peak TFLOP/s or HBM bandwidth (use --step-time "
-        "fixed:MS)",
-        gpu.name));
+    throw std::invalid_argument(
+        fmt::format("roofline step time: GPU '{}' has no peak TFLOP/s or HBM bandwidth (use {})",
+                    gpu.name, param("step_time", "fixed:MS")));
   }
   RooflineGpu g{gpu.name, gpu.peak_bf16_tflops * 1e12, gpu.hbm_gb_per_s * 1e9};
   // The presets quote the link's two directions together; a ring sends and receives at once.
@@ -77,9 +77,9 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
         spec.substr(std::min(spec.size(), std::string_view("physics:").size()));
     if (file.empty()) {
       throw std::invalid_argument(
-          fmt::format("--step-time '{}': expected physics:FILE (a calibration JSON, e.g. "
+          fmt::format("{}: expected physics:FILE (a calibration JSON, e.g. "
                       "calibration/physics/h100-vllm-blis.json)",
-                      spec));
+                      param("step_time", fmt::format("'{}'", spec))));
     }
     try {
       const std::string kv_dtype =
@@ -95,7 +95,8 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
           physics_shape(model, weight_bytes / params, kv_element), roofline_gpu(gpu), tp,
           read_physics_coefficients(std::string(file)));
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("--step-time '{}': {}", spec, e.what()));
+      throw std::invalid_argument(
+          fmt::format("{}: {}", param("step_time", fmt::format("'{}'", spec)), e.what()));
     }
   }
   return parse_step_time_spec(spec, roofline_shape(model, tp, kv_cache_dtype, weight_bytes_total),

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
@@ -292,11 +293,10 @@ ModelSpec parse_hf_config(std::string_view text, const std::string& source) {
     if (method == "fp8" || method == "awq" || method == "gptq" || method == "mxfp4") {
       m.checkpoint_quantization = method;
     } else {
-      qr.fail(
-          "quant_method",
-          fmt::format("unsupported '{}' (kvsim knows fp8, awq, gptq and mxfp4; pass --weights-gib "
-                      "after removing quantization_config)",
-                      method));
+      qr.fail("quant_method",
+              fmt::format("unsupported '{}' (kvsim knows fp8, awq, gptq and mxfp4; pass {} after "
+                          "removing quantization_config)",
+                          method, param("weights_gib")));
     }
   }
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
 namespace {
 
@@ -56,8 +58,8 @@ void validate(const SchedulerConfig& c) {
   // there is no reference behaviour for a victim whose KV is still being written by the batch
   // in flight.
   require(!(c.async_scheduling && c.preemption_mode == PreemptionMode::SWAP), "preemption_mode",
-          "swap requires sync scheduling (--no-async-scheduling): vLLM V0's swap never ran "
-          "with async scheduling");
+          "swap requires sync scheduling (" + param_flag("async_scheduling", false) +
+              "): vLLM V0's swap never ran with async scheduling");
   const bool hybrid_layout =
       !c.kv_cache_config.kv_cache_groups.empty() &&
       (c.kv_cache_config.kv_cache_groups.size() > 1 ||
