@@ -64,6 +64,17 @@ class Cli:
         return lines[0][len("kvsim: error: "):]
 
 
+def in_python_spelling(cli_message: str, *spellings: tuple[str, str]) -> str:
+    """The CLI's message as Python words it: the same text, each parameter the CLI names as a flag
+    ("--block-size 0", "--gpus") named as a keyword ("block_size=0", "gpus=")."""
+    out = cli_message
+    for cli_text, python_text in spellings:
+        assert cli_text in out, (cli_text, out)
+        out = out.replace(cli_text, python_text)
+    assert "--" not in out, out
+    return out
+
+
 @pytest.fixture(scope="session")
 def cli() -> Cli:
     path = os.environ.get("KVSIM_CLI")

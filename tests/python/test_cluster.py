@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import kvsim
-from conftest import AZURE_CODE, AZURE_CONV, BURSTGPT, LESSON, MOONCAKE, flags, without_wall
+from conftest import (AZURE_CODE, AZURE_CONV, BURSTGPT, LESSON, MOONCAKE, flags,
+                      in_python_spelling, without_wall)
 from test_replay import assert_same_table
 
 pd = pytest.importorskip("pandas")
@@ -129,13 +130,16 @@ def test_one_replica_is_the_plain_replay(py_runs):
 
 def test_errors_carry_the_cli_message(cli):
     t = kvsim.read_trace(BURSTGPT)
-    for kw in (dict(replicas=2000), dict(affinity_load_factor=0.5),
-               dict(router_staleness_ms=1e30)):
+    for kw, spelled in ((dict(replicas=2000), ("--replicas 2000", "replicas=2000")),
+                        (dict(affinity_load_factor=0.5),
+                         ("--affinity-load-factor 0.5", "affinity_load_factor=0.5")),
+                        (dict(router_staleness_ms=1e30),
+                         ("--router-staleness-ms 1e+30", "router_staleness_ms=1e+30"))):
         message = cli.error("replay", BURSTGPT, "--model", "qwen2.5-7b", *flags(**kw),
                             "--no-progress")
         with pytest.raises(ValueError) as e:
             kvsim.replay(t, model="qwen2.5-7b", **kw)
-        assert str(e.value) == message
+        assert str(e.value) == in_python_spelling(message, spelled)
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -144,8 +148,9 @@ def test_errors_carry_the_cli_message(cli):
     (dict(router_staleness_ms=-1), r"^replay\(\): router_staleness_ms must be >= 0"),
     (dict(admission_max_waiting_tokens=-5), r"^replay\(\): admission_max_waiting_tokens must"),
     (dict(slo_ttft_p99=0), r"^replay\(\): slo_ttft_p99 must be > 0"),
-    (dict(slo_stop_early=True), r"^replay\(\): slo_stop_early needs an objective"),
-    (dict(replicas=2, backend="host"), r"^replay\(\): backend='host' needs replicas=1"),
+    (dict(slo_stop_early=True), r"^slo_stop_early= needs an objective \(slo_ttft_p99="),
+    (dict(replicas=2, backend="host"),
+     r"^backend=host: a cluster replay \(replicas=2\) runs the null backend only"),
 ])
 def test_keyword_errors_name_the_option(kw, match):
     with pytest.raises(ValueError, match=match) as e:

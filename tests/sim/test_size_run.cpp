@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/param.h"
 #include "kvsim/sim/sweep/size.h"
 #include "kvsim/sim/sweep/size_report.h"
 
@@ -117,7 +118,7 @@ TEST(SizeCandidates, BadAxesNameTheFlag) {
     try {
       expand_size_candidates(a);
     } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return std::string("no error");
   };
@@ -166,7 +167,7 @@ TEST(SizePrices, OverridesAndBadPrices) {
     try {
       apply_gpu_price(p, text);
     } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return std::string("no error");
   };
@@ -232,6 +233,30 @@ TEST(SizeRun, UnreachableAtMaxReplicas) {
   EXPECT_EQ(r[0].replicas, 8);
   EXPECT_EQ(r[0].reported.replicas, 8);
   EXPECT_DOUBLE_EQ(r[0].cost_per_hour, 8 * 2 * 1.79);
+}
+
+// The reason is result data: written in the spelling of the front end that shows it, the
+// planner's refusal included.
+TEST(SizeRun, ReasonsNameParametersInTheFrontEndsSpelling) {
+  SizeAxes a;
+  a.gpus = {"l40s"};
+  a.tensor_parallel_sizes = {1, 2};
+  SizeSearchOptions o;
+  o.max_replicas = 8;
+  o.spelling = ParamSpelling::kPython;
+  const SizeRunner runner = [](const SizeCandidate& c) {
+    if (c.tensor_parallel_size == 2) return fake_runner(c);
+    CandidateSetup s;
+    s.infeasible_reason = "invalid: " + param("block_size") + " must be in [1, 1048576] (got 0)";
+    return s;
+  };
+  const auto r = run_size(expand_size_candidates(a), runner, default_gpu_prices(), o);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].reason, "invalid: block_size= must be in [1, 1048576] (got 0)");
+  EXPECT_EQ(r[1].reason, "SLO unreachable at max_replicas=8");
+  o.spelling = ParamSpelling::kCli;
+  EXPECT_EQ(run_size(expand_size_candidates(a), runner, default_gpu_prices(), o)[0].reason,
+            "invalid: --block-size must be in [1, 1048576] (got 0)");
 }
 
 TEST(SizeRun, MissingPriceAndBadOptions) {
@@ -319,7 +344,7 @@ TEST(SizeReport, MergeRefusesMissingDuplicateAndForeignShards) {
     try {
       merge_size_reports(shards);
     } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
+      return spell_params(e.what(), ParamSpelling::kCli);
     }
     return std::string("no error");
   };
@@ -362,7 +387,7 @@ std::string merge_error(const std::vector<NamedText>& shards) {
   try {
     merge_size_reports(shards);
   } catch (const std::invalid_argument& e) {
-    return e.what();
+    return spell_params(e.what(), ParamSpelling::kCli);
   }
   return "no error";
 }

@@ -8,11 +8,15 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
 
 std::vector<std::exception_ptr> run_units_in_order(size_t num_units, int32_t jobs,
                                                    const std::function<void(size_t)>& body) {
-  if (jobs < 1) throw std::invalid_argument(fmt::format("--jobs must be >= 1, got {}", jobs));
+  if (jobs < 1) {
+    throw std::invalid_argument(fmt::format("{} must be >= 1, got {}", param("jobs"), jobs));
+  }
   std::vector<std::exception_ptr> errors(num_units);
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};

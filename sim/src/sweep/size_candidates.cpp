@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
 #include "kvsim/sim/sweep/grid_axis.h"
 #include "kvsim/sim/sweep/size.h"
@@ -20,9 +21,11 @@ std::string SizeCandidate::describe() const {
 }
 
 std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
-  if (axes.gpus.empty()) throw std::invalid_argument("--gpus: at least one GPU is required");
+  if (axes.gpus.empty()) {
+    throw std::invalid_argument(param("gpus") + ": at least one GPU is required");
+  }
   if (axes.tensor_parallel_sizes.empty()) {
-    throw std::invalid_argument("--tp: at least one tensor-parallel size is required");
+    throw std::invalid_argument(param("tp") + ": at least one tensor-parallel size is required");
   }
   // Canonical names first, so "H100-80G,h100-80g" is caught as a duplicate.
   std::vector<std::string> gpus;
@@ -30,22 +33,22 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
     try {
       gpus.push_back(find_gpu_preset(name).name);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
+      throw std::invalid_argument(fmt::format("{}: {}", param("gpus"), e.what()));
     }
   }
-  check_grid_axis(gpus, "--gpus");
-  check_grid_axis(axes.tensor_parallel_sizes, "--tp");
+  check_grid_axis(gpus, "gpus");
+  check_grid_axis(axes.tensor_parallel_sizes, "tp");
   for (int32_t tp : axes.tensor_parallel_sizes) {
     if (tp > kMaxTensorParallelSize) {
-      throw std::invalid_argument(fmt::format("--tp: {} is above the largest supported size {}", tp,
-                                              kMaxTensorParallelSize));
+      throw std::invalid_argument(fmt::format("{}: {} is above the largest supported size {}",
+                                              param("tp"), tp, kMaxTensorParallelSize));
     }
   }
   const std::vector<std::string> dtypes =
       axes.kv_cache_dtypes.empty() ? std::vector<std::string>{"auto"} : axes.kv_cache_dtypes;
-  check_grid_axis(dtypes, "--kv-cache-dtype");
-  check_grid_axis(axes.block_sizes, "--block-sizes");
-  check_grid_axis(axes.max_num_seqs, "--max-num-seqs");
+  check_grid_axis(dtypes, "kv_cache_dtype");
+  check_grid_axis(axes.block_sizes, "block_sizes");
+  check_grid_axis(axes.max_num_seqs, "max_num_seqs");
 
   std::vector<SizeCandidate> out;
   int64_t group = 0;

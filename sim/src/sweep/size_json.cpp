@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/sweep/size_report.h"
 #include "size_merge_checks.h"
@@ -254,7 +255,7 @@ std::string size_json(const SizeReportContext& ctx, std::span<const SizeResult> 
 }
 
 SizeMerge merge_size_reports(std::span<const NamedText> shards) {
-  if (shards.empty()) throw std::invalid_argument("--merge: no shard files given");
+  if (shards.empty()) throw std::invalid_argument(param("merge") + ": no shard files given");
   SizeMerge m;
   std::set<int64_t> seen;
   std::map<int64_t, std::string> file_of;  // candidate index -> its shard, for messages
@@ -304,9 +305,9 @@ SizeMerge merge_size_reports(std::span<const NamedText> shards) {
     int64_t missing = 0;
     while (seen.contains(missing)) ++missing;
     throw std::invalid_argument(fmt::format(
-        "--merge: the shards hold {} of {} candidates (candidate {} is missing: a shard was not "
-        "given or did not finish)",
-        seen.size(), m.context.num_candidates, missing));
+        "{}: the shards hold {} of {} candidates (candidate {} is missing: a shard was not given "
+        "or did not finish)",
+        param("merge"), seen.size(), m.context.num_candidates, missing));
   }
   check_size_candidates_agree(m.results, file_of, m.context.router);
   rank_size_results(m.results);

@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
 namespace {
 
@@ -115,7 +117,7 @@ void check_size_candidates_agree(std::span<const SizeResult> results,
                                  const std::string& router) {
   const auto file = [&](int64_t index) {
     const auto it = file_of.find(index);
-    return it == file_of.end() ? std::string("--merge") : it->second;
+    return it == file_of.end() ? param("merge") : it->second;
   };
   // One price per GPU and one replay-command prefix per search (both fingerprinted).
   std::map<std::string, const SizeResult*> price_of;
@@ -179,9 +181,9 @@ void check_size_candidates_agree(std::span<const SizeResult> results,
   for (const auto& axis : axes) product *= static_cast<int64_t>(axis.size());
   if (product != n) {
     throw std::invalid_argument(fmt::format(
-        "--merge: the candidates' settings make {} combinations for {} candidates (edited or "
-        "corrupt shards?)",
-        product, n));
+        "{}: the candidates' settings make {} combinations for {} candidates (edited or corrupt "
+        "shards?)",
+        param("merge"), product, n));
   }
   // Candidate i is at digit (i / stride) % size of each axis, gpu the most significant.
   for (const SizeResult* r : by_index) {

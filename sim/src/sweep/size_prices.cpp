@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/sweep/size.h"
 
@@ -26,7 +27,8 @@ PriceTable default_gpu_prices() {
 
 void apply_gpu_price(PriceTable& prices, std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return std::invalid_argument(fmt::format("--gpu-price '{}': {}", text, why));
+    return std::invalid_argument(
+        fmt::format("{}: {}", param("gpu_price", fmt::format("'{}'", text)), why));
   };
   const auto eq = text.find('=');
   if (eq == std::string_view::npos) throw bad("expected NAME=USD_PER_GPU_HOUR, e.g. h100-80g=2.49");

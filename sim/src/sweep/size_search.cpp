@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/sweep/run_units_in_order.h"
 #include "kvsim/sim/sweep/size.h"
 
@@ -40,7 +41,8 @@ const SizeTrial& ReplicaSearch::reported() const {
 
 ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replicas, int32_t guess) {
   if (max_replicas < 1) {
-    throw std::invalid_argument(fmt::format("--max-replicas must be >= 1, got {}", max_replicas));
+    throw std::invalid_argument(
+        fmt::format("{} must be >= 1, got {}", param("max_replicas"), max_replicas));
   }
   if (guess < 1 || guess > max_replicas) {
     throw std::invalid_argument(
@@ -97,20 +99,21 @@ ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replica
 namespace {
 
 SizeResult search_candidate(const SizeCandidate& c, const SizeRunner& runner,
-                            const PriceTable& prices, int32_t max_replicas, int32_t guess) {
+                            const PriceTable& prices, int32_t max_replicas, int32_t guess,
+                            ParamSpelling spelling) {
   SizeResult r;
   r.candidate = c;
   const auto price = prices.find(c.gpu);
   if (price == prices.end()) {
     throw std::invalid_argument(
-        fmt::format("no price for GPU '{}' (give --gpu-price {}=USD)", c.gpu, c.gpu));
+        fmt::format("no price for GPU '{}' (give {})", c.gpu, param("gpu_price", c.gpu + "=USD")));
   }
   r.price_per_gpu_hour = price->second;
   CandidateSetup setup = runner(c);
   if (!setup.infeasible_reason.empty()) {
     // Nothing was resolved: the configuration fields stay zero (SizeResult's invariant).
     r.verdict = setup.does_not_fit ? SizeVerdict::DOES_NOT_FIT : SizeVerdict::INVALID;
-    r.reason = setup.infeasible_reason;
+    r.reason = spell_params(setup.infeasible_reason, spelling);
     return r;
   }
   r.block_size = setup.block_size;
@@ -130,7 +133,9 @@ SizeResult search_candidate(const SizeCandidate& c, const SizeRunner& runner,
   } else {
     r.verdict = SizeVerdict::SLO_UNREACHABLE;
     r.replicas = max_replicas;
-    r.reason = fmt::format("SLO unreachable at --max-replicas {}", max_replicas);
+    r.reason = spell_params(
+        fmt::format("SLO unreachable at {}", param("max_replicas", std::to_string(max_replicas))),
+        spelling);
   }
   r.cost_per_hour = static_cast<double>(r.gpus()) * r.price_per_gpu_hour;
   return r;
@@ -142,11 +147,12 @@ std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
                                  const SizeRunner& runner, const PriceTable& prices,
                                  const SizeSearchOptions& options) {
   if (options.jobs < 1) {
-    throw std::invalid_argument(fmt::format("--jobs must be >= 1, got {}", options.jobs));
+    throw std::invalid_argument(
+        fmt::format("{} must be >= 1, got {}", param("jobs"), options.jobs));
   }
   if (options.max_replicas < 1) {
     throw std::invalid_argument(
-        fmt::format("--max-replicas must be >= 1, got {}", options.max_replicas));
+        fmt::format("{} must be >= 1, got {}", param("max_replicas"), options.max_replicas));
   }
   std::vector<const SizeCandidate*> mine;
   for (const SizeCandidate& c : candidates) {
@@ -168,7 +174,8 @@ std::vector<SizeResult> run_size(std::span<const SizeCandidate> candidates,
         int32_t guess = 1;
         for (size_t i = units[u].first; i < units[u].second; ++i) {
           at[u] = i;
-          results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas, guess);
+          results[i] = search_candidate(*mine[i], runner, prices, options.max_replicas, guess,
+                                        options.spelling);
           if (!results[i].trials.empty()) guess = results[i].replicas;
           if (options.on_candidate_done) options.on_candidate_done();
         }

@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
 
 std::string SweepPoint::describe() const {
@@ -29,21 +31,21 @@ std::string SweepPoint::describe() const {
 }
 
 std::vector<SweepPoint> expand_sweep(const SweepAxes& axes) {
-  check_grid_axis(axes.block_sizes, "--block-sizes");
-  check_grid_axis(axes.gpu_memory_utilizations, "--gpu-memory-utilizations");
+  check_grid_axis(axes.block_sizes, "block_sizes");
+  check_grid_axis(axes.gpu_memory_utilizations, "gpu_memory_utilizations");
   for (double u : axes.gpu_memory_utilizations) {
     if (u > 1.0) {
       throw std::invalid_argument(
-          fmt::format("--gpu-memory-utilizations: values must be in (0, 1], got {}", u));
+          fmt::format("{}: values must be in (0, 1], got {}", param("gpu_memory_utilizations"), u));
     }
   }
-  check_grid_axis(axes.num_gpu_blocks, "--num-gpu-blocks");
-  check_grid_axis(axes.kv_cache_dtypes, "--kv-cache-dtypes");
-  check_grid_axis(axes.max_num_seqs, "--max-num-seqs");
-  check_grid_axis(axes.max_num_batched_tokens, "--max-num-batched-tokens");
+  check_grid_axis(axes.num_gpu_blocks, "num_gpu_blocks");
+  check_grid_axis(axes.kv_cache_dtypes, "kv_cache_dtypes");
+  check_grid_axis(axes.max_num_seqs, "max_num_seqs");
+  check_grid_axis(axes.max_num_batched_tokens, "max_num_batched_tokens");
   if (!axes.gpu_memory_utilizations.empty() && !axes.num_gpu_blocks.empty()) {
-    throw std::invalid_argument(
-        "--gpu-memory-utilizations and --num-gpu-blocks both size the pool: give one");
+    throw std::invalid_argument(param("gpu_memory_utilizations") + " and " +
+                                param("num_gpu_blocks") + " both size the pool: give one");
   }
   std::vector<SweepPoint> points;
   for (const auto& bs : grid_axis_values(axes.block_sizes)) {
@@ -72,8 +74,8 @@ std::vector<SweepPoint> expand_sweep(const SweepAxes& axes) {
 
 ShardSpec parse_shard(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return std::invalid_argument(
-        fmt::format("--shard '{}': {} (expected I/N with 0 <= I < N, e.g. 0/4)", text, why));
+    return std::invalid_argument(fmt::format("{}: {} (expected I/N with 0 <= I < N, e.g. 0/4)",
+                                             param("shard", fmt::format("'{}'", text)), why));
   };
   const auto slash = text.find('/');
   if (slash == std::string_view::npos) throw bad("missing '/'");
@@ -96,7 +98,9 @@ ShardSpec parse_shard(std::string_view text) {
 std::vector<SweepRow> run_sweep(std::span<const SweepPoint> points, const SweepRunner& runner,
                                 std::span<const SequenceLengths> lengths, int32_t jobs,
                                 const ShardSpec& shard) {
-  if (jobs < 1) throw std::invalid_argument(fmt::format("--jobs must be >= 1, got {}", jobs));
+  if (jobs < 1) {
+    throw std::invalid_argument(fmt::format("{} must be >= 1, got {}", param("jobs"), jobs));
+  }
   std::vector<const SweepPoint*> mine;
   for (const SweepPoint& p : points) {
     if (shard.contains(p.index)) mine.push_back(&p);

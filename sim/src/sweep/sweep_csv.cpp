@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/csv.h"
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/sweep/sweep.h"
@@ -160,7 +161,7 @@ void write_sweep_csv(std::ostream& out, std::span<const SweepRow> rows, int64_t 
 }
 
 std::string merge_sweep_csvs(std::span<const NamedText> shards) {
-  if (shards.empty()) throw std::invalid_argument("--merge: no input files");
+  if (shards.empty()) throw std::invalid_argument(param("merge") + ": no input files");
   const std::string header = make_header();
   std::map<int64_t, std::string> rows;  // config index -> line
   std::map<int64_t, std::string> where;
@@ -174,13 +175,15 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
     std::string_view text = shard.text;
     int64_t line_no = 0;
     if (text.empty()) {
-      throw std::invalid_argument(fmt::format("--merge: {}: empty file (no header)", shard.name));
+      throw std::invalid_argument(
+          fmt::format("{}: {}: empty file (no header)", param("merge"), shard.name));
     }
     if (text.back() != '\n') {
       // Every line kvsim writes ends in a newline: a missing one means a cut-off file.
       const int64_t last = std::count(text.begin(), text.end(), '\n') + 1;
-      throw std::invalid_argument(fmt::format(
-          "--merge: {}:{}: last line has no newline (truncated file?)", shard.name, last));
+      throw std::invalid_argument(
+          fmt::format("{}: {}:{}: last line has no newline (truncated file?)", param("merge"),
+                      shard.name, last));
     }
     while (!text.empty()) {
       const auto nl = text.find('\n');
@@ -189,7 +192,7 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
       ++line_no;
       const auto at = [&](std::string_view problem) {
         return std::invalid_argument(
-            fmt::format("--merge: {}:{}: {}", shard.name, line_no, problem));
+            fmt::format("{}: {}:{}: {}", param("merge"), shard.name, line_no, problem));
       };
       if (line_no == 1) {
         if (line != header) {
@@ -253,13 +256,13 @@ std::string merge_sweep_csvs(std::span<const NamedText> shards) {
         ++shown;
       }
     }
-    throw std::invalid_argument(
-        fmt::format("--merge: {} of {} configs missing (first: {}); a shard did not run?",
-                    num_configs - static_cast<int64_t>(rows.size()), num_configs, missing));
+    throw std::invalid_argument(fmt::format(
+        "{}: {} of {} configs missing (first: {}); a shard did not run?", param("merge"),
+        num_configs - static_cast<int64_t>(rows.size()), num_configs, missing));
   }
   if (const std::string err = agreement.grid_layout(where); !err.empty()) {
     throw std::invalid_argument(
-        fmt::format("--merge: {}; refusing to merge an edited or corrupt row", err));
+        fmt::format("{}: {}; refusing to merge an edited or corrupt row", param("merge"), err));
   }
   std::string out = header;
   out += '\n';

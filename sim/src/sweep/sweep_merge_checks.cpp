@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/io/parse_number.h"
 
 namespace kvsim {
@@ -79,7 +80,7 @@ std::string SweepRowAgreement::add(std::span<const std::string_view> f, const st
 std::string SweepRowAgreement::grid_layout(const std::map<int64_t, std::string>& where_of) const {
   const auto where = [&](int64_t index) {
     const auto it = where_of.find(index);
-    return it == where_of.end() ? std::string("--merge") : it->second;
+    return it == where_of.end() ? param("merge") : it->second;
   };
   const auto n = static_cast<int64_t>(block_size_of_.size());
   std::map<int64_t, int64_t> rows_of;  // block size -> rows

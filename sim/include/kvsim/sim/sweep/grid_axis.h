@@ -11,23 +11,26 @@
 
 #include <fmt/core.h>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
 
-// Throws std::invalid_argument naming `flag` when a value is not > 0 (numbers) or empty
-// (strings), or appears twice.
+// Throws std::invalid_argument naming the parameter `id` (core/param.h) when a value is not > 0
+// (numbers) or empty (strings), or appears twice.
 template <typename T>
-void check_grid_axis(const std::vector<T>& values, std::string_view flag) {
+void check_grid_axis(const std::vector<T>& values, std::string_view id) {
+  const auto flag = [id] { return param(id); };
   std::set<T> seen;
   for (const T& v : values) {
     if constexpr (std::is_arithmetic_v<T>) {
       if (!(v > 0)) {
-        throw std::invalid_argument(fmt::format("{}: values must be > 0, got {}", flag, v));
+        throw std::invalid_argument(fmt::format("{}: values must be > 0, got {}", flag(), v));
       }
     } else {
-      if (v.empty()) throw std::invalid_argument(fmt::format("{}: empty value", flag));
+      if (v.empty()) throw std::invalid_argument(fmt::format("{}: empty value", flag()));
     }
     if (!seen.insert(v).second) {
-      throw std::invalid_argument(fmt::format("{}: value {} given twice", flag, v));
+      throw std::invalid_argument(fmt::format("{}: value {} given twice", flag(), v));
     }
   }
 }

@@ -43,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvsim/core/param.h"
 #include "kvsim/sim/sweep/sweep.h"
 
 namespace kvsim {
@@ -117,6 +118,7 @@ ReplicaSearch search_min_replicas(const ReplicaTrial& trial, int32_t max_replica
 struct CandidateSetup {
   // Non-empty when no replay can run: "does not fit: ..." (the planner's numbers) or
   // "invalid: ..." (the planner refuses the combination, e.g. TP does not divide the heads).
+  // Names parameters with core/param.h's markers; run_size spells it into SizeResult::reason.
   std::string infeasible_reason;
   bool does_not_fit = false;  // the reason is a memory shortfall, not an invalid combination
   int32_t block_size = 0;
@@ -193,6 +195,9 @@ struct SizeSearchOptions {
   // Called after each candidate of the shard is searched (for a progress display); called from
   // the worker threads, so it must be thread-safe. Empty: nothing is called.
   std::function<void()> on_candidate_done;
+  // How SizeResult::reason names parameters (it is result data, shown as it is): the front end
+  // that shows the results ("--max-replicas 8" for the CLI, "max_replicas=8" for Python).
+  ParamSpelling spelling = ParamSpelling::kCli;
 };
 
 // Plans and searches every candidate of the groups in `shard` with `jobs` threads (one group at
