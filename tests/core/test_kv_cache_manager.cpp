@@ -55,7 +55,9 @@ std::optional<std::span<const BlockId>> admit(KVCacheManager& m, Request& r,
   return out;
 }
 
-// Spec §4.1 worked illustration (v26, caching on, bs=4, N=10).
+// The free-order example worked by hand from vLLM 0.26's vllm/v1/core/kv_cache_manager.py
+// KVCacheManager.free and block_pool.py BlockPool.free_blocks (caching on, bs=4, N=10): R3 gets
+// [3, 5].
 TEST(KVCacheManager, SpecSection41Illustration) {
   KVCacheManager m({.num_gpu_blocks = 10, .block_size = 4, .max_model_len = 64});
   Request r1 = make_request(1, iota_tokens(10), 4);

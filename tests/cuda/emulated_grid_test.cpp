@@ -126,7 +126,8 @@ TEST_P(EmulatedGrid, WriteKvMatchesScalarReferenceAndTwin) {
   }
 }
 
-// Byte offset and length of block b's page (layer, part) from the spec's shapes.
+// Byte offset and length of block b's page (layer, part) from vLLM's shapes
+// (flash_attn.py FlashAttentionBackend.get_kv_cache_shape).
 std::pair<int64_t, int64_t> ref_page(const KvCacheLayout& l, int32_t layer, int32_t part,
                                      int64_t block) {
   const int64_t len = int64_t{l.block_size} * l.num_kv_heads * l.head_dim * l.elem_bytes() *

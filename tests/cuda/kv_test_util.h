@@ -14,8 +14,9 @@
 
 namespace kvsim::test {
 
-// Byte offset of element (layer, block, offset, head, dim, kv), written from the spec's shapes
-// (§7.1) independently of KvCacheLayout's helpers.
+// Byte offset of element (layer, block, offset, head, dim, kv), written from vLLM's shapes
+// (flash_attn.py FlashAttentionBackend.get_kv_cache_shape) independently of KvCacheLayout's
+// helpers.
 inline int64_t ref_offset(const KvCacheLayout& l, int64_t layer, int64_t block, int64_t off,
                           int64_t head, int64_t dim, int64_t kv) {
   const int64_t nb = l.num_blocks, bs = l.block_size, H = l.num_kv_heads, D = l.head_dim;

@@ -192,8 +192,10 @@ TEST(Replay, ArrivalAtStepBoundaryJoinsThatStep) {
   EXPECT_EQ(r.requests[1].first_scheduled_ns, 10'000'000);
 }
 
-// Off-by-one (spec §6.3): cdiv(L, bs) == N. A prompt needing N blocks is rejected at arrival; a
-// request that grows past N - 1 blocks preempts itself and is aborted, never a hang.
+// Off-by-one: cdiv(L, bs) == N passes vLLM's start-up check (vllm/v1/core/kv_cache_utils.py
+// check_enough_kv_cache_memory), but only N - 1 blocks are usable. A prompt needing N blocks is
+// rejected at arrival; a request that grows past N - 1 blocks preempts itself and is aborted,
+// never a hang.
 TEST(Replay, OffByOnePoolRejectsInsteadOfHanging) {
   Trace t;
   t.requests = {tr(0, 17, 1), tr(0, 14, 5), tr(0, 0, 3), tr(0, 20, 1)};

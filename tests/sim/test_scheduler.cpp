@@ -1,5 +1,7 @@
-// Golden tests of the vLLM 0.26 Scheduler clone (spec §4.1, §5.3-5.4, §9.1). Every expected
-// block id is derived by hand from the spec's rules in the comments next to it.
+// Golden tests of the vLLM 0.26 Scheduler clone (vllm/v1/core/sched/scheduler.py
+// Scheduler.schedule, _preempt_request, update_from_output; kv_cache_manager.py
+// KVCacheManager.free). Every expected block id is derived by hand from vLLM's rules, stated in
+// the comments next to it.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -29,7 +31,8 @@ struct Harness : SchedulerHarnessBase {
   }
 };
 
-// Spec §4.1 worked illustration (v26, caching on, bs=4, N=10, sync, FCFS).
+// The free-order example (KVCacheManager.free, BlockPool.free_blocks; caching on, bs=4, N=10,
+// sync, FCFS).
 TEST(SchedulerGolden, Spec41WorkedIllustration) {
   Harness h(small(10, 4, true));
   std::vector<int32_t> p1 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -133,7 +136,8 @@ TEST(SchedulerGolden, PrioritySelfPreemptionBreaksTheRunningLoop) {
   EXPECT_EQ(h.table(high).size(), 2u);
 }
 
-// PRIORITY: the victim is a request already scheduled earlier in this step (spec §5.3 1.8): it is
+// PRIORITY: the victim is a request already scheduled earlier in this step (Scheduler.schedule's
+// allocate-or-preempt loop in the RUNNING loop): it is
 // unscheduled (its tokens and blocks given back), the loop index steps back, and the request that
 // needed the block gets the victim's freed block.
 TEST(SchedulerGolden, PriorityVictimAlreadyScheduledThisStepIsGivenBack) {
@@ -235,7 +239,8 @@ TEST(SchedulerGolden, LongPrefillThresholdAndChunkingOff) {
   EXPECT_EQ(o.admission_stop, AdmissionStop::TOKEN_BUDGET);
 }
 
-// A preempted request re-hits its own cached prefix when it is resumed (spec §4.2).
+// A preempted request re-hits its own cached prefix when it is resumed
+// (Scheduler._preempt_request keeps its block hashes).
 TEST(SchedulerGolden, ResumedRequestReHitsOwnPrefix) {
   Harness h(small(6, 4, true));  // 5 usable blocks
   Request& a = h.add_unique(4, 6);

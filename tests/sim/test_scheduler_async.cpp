@@ -40,7 +40,8 @@ struct AsyncHarness : SchedulerHarnessBase {
   EngineCore engine;
 };
 
-// The spec §4.1 illustration (bs=4, N=10, caching on, FCFS) under async scheduling. Sync gives
+// The free-order example (KVCacheManager.free; bs=4, N=10, caching on, FCFS) under async
+// scheduling. Sync gives
 // R3 the blocks [3, 5] in its step 3 (test_scheduler.cpp); async gives [5, 6], because R2's slot
 // for its in-flight token takes block 3 one step earlier, and R1 is freed one step later.
 TEST(AsyncSchedulerGolden, Spec41WorkedIllustration) {

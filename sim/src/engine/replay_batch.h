@@ -1,4 +1,6 @@
-// Internal: turns one SchedulerOutput into a StepBatch (vLLM worker semantics, spec §7.2).
+// Internal: turns one SchedulerOutput into a StepBatch (vLLM worker semantics: the slot mapping
+// of vllm/v1/worker/block_table.py BlockTable.compute_slot_mapping, built for each step by
+// vllm/v1/worker/gpu_model_runner.py GPUModelRunner._prepare_inputs).
 #pragma once
 
 #include "kvsim/core/kv_cache_manager.h"

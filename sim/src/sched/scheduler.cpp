@@ -292,10 +292,10 @@ void Scheduler::swap_in(Request& r, std::span<const BlockId> new_blocks) {
 
 void Scheduler::preempt(Request* victim) {
   // A request that can never complete again (its recompute needs more than N - 1 blocks) would
-  // make vLLM re-admit and preempt it forever; kvsim aborts it (replay conventions §6: never a
-  // hang). With the gate on and the sequence itself too large, the gate keeps it waiting and the
-  // replay's "nothing runs" rule aborts it later, as the conventions describe. Swapping does
-  // not change this: a resumed request needs its whole table again.
+  // make vLLM re-admit and preempt it forever; kvsim aborts it (docs/scheduler.md §Rejections:
+  // never a hang). With the gate on and the sequence itself too large, the gate keeps it waiting
+  // and the replay's "nothing runs" rule aborts it later, as that section describes. Swapping
+  // does not change this: a resumed request needs its whole table again.
   const int64_t usable = static_cast<int64_t>(config_.num_gpu_blocks) - 1;
   const int64_t tokens = victim->num_tokens();
   const int64_t need = blocks_needed(tokens + config_.num_lookahead_tokens);

@@ -1,6 +1,5 @@
 // read_trace(): detect the layout, run its reader, then normalise arrivals (sort, rebase,
-// window, limit, scale, synthetic modes) as docs/traces.md and the replay conventions
-// (`../shared/docs/replay-conventions.md` §1-2, summarised in docs/scheduler.md §Clock) say.
+// window, limit, scale, synthetic modes) as docs/traces.md and docs/scheduler.md §Clock say.
 #include <algorithm>
 #include <cmath>
 #include <numeric>

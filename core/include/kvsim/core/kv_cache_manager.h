@@ -1,5 +1,6 @@
 // KVCacheManager: vLLM v1's per-request block tables over one BlockPool
-// (vllm/v1/core/kv_cache_manager.py, v0.26 semantics; see docs/ and the spec's section 3).
+// (vllm/v1/core/kv_cache_manager.py, v0.26 semantics: KVCacheManager.get_computed_blocks,
+// allocate_slots, free; see docs/allocator.md).
 //
 // Layouts: a single full-attention group (every non-hybrid model; config.kv_cache_config empty
 // or one full-attention group) runs on this class's own specialised path (vLLM's
@@ -66,10 +67,11 @@ struct KVCacheManagerConfig {
   bool defer_private_block_hashes = false;
 };
 
-// Prefix-cache counters exactly as the vLLM 0.26.0 wheel records them (PrefixCacheStats, spec
-// §5.5): one record (num_tokens, hit tokens) per get_computed_blocks() lookup - including lookups
-// whose admission then fails and is retried the next step - under preempted_* when the request
-// has been preempted before, else under requests/queries/hits (exclusive sets). vLLM's
+// Prefix-cache counters exactly as the vLLM 0.26.0 wheel records them (PrefixCacheStats in
+// vllm/v1/metrics/stats.py, filled by KVCacheManager.get_computed_blocks): one record
+// (num_tokens, hit tokens) per get_computed_blocks() lookup - including lookups whose admission
+// then fails and is retried the next step - under preempted_* when the request has been
+// preempted before, else under requests/queries/hits (exclusive sets). vLLM's
 // `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` counters are `queries` / `hits`.
 struct PrefixCacheStats {
   int64_t requests = 0;

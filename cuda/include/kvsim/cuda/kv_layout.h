@@ -1,7 +1,8 @@
 // KvCacheLayout: the physical shape of a paged KV pool, shared by the device pool and the host
 // twin.
 //
-// Two layouts (spec §7.1):
+// Two layouts (vLLM's vllm/v1/attention/backends/flash_attn.py
+// FlashAttentionBackend.get_kv_cache_shape and get_kv_cache_stride_order):
 //   * kNhdPacked (vLLM 0.26, default): per layer (num_blocks, block_size, num_kv_heads,
 //   2*head_dim),
 //     K and V packed in the last dim: element (slot, head, d) of K is at column d, of V at D + d.

@@ -7,8 +7,7 @@
 // Clock: int64 nanoseconds. Arrivals must be in [0, kMaxArrivalNs] (2^62, trace.h) and a step
 // is at most kMaxStepSeconds (step_time_model.h); every clock addition is overflow-checked and a
 // run that would pass 2^63 - 1 ns throws std::runtime_error ("simulated clock overflow at step N").
-// Clock rules: the replay conventions (`../shared/docs/replay-conventions.md`, summarised in
-// docs/scheduler.md §Clock), exactly:
+// Clock rules (docs/scheduler.md §Clock), exactly:
 //   * before each schedule(), every request with arrival <= t is added, in trace order;
 //   * a step that schedules >= 1 token advances t by StepTimeModel::step_time_ns; a step that
 //     schedules nothing costs no time (SWAP mode adds transfer time: see below);
@@ -249,8 +248,9 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
 // ids, else hash ids, else a unique salt (id + 1); max_tokens = max(1, output_tokens).
 Request make_request(const TraceRequest& t, int64_t request_id);
 
-// Default max_model_len (replay conventions §7, trace part): 1 + max(input + output). Throws
-// TraceError naming the file, line and length fields of a request whose length + 1 exceeds int32.
+// Default max_model_len (docs/scheduler.md §Clock, "Defaults", trace part): 1 + max(input +
+// output). Throws TraceError naming the file, line and length fields of a request whose
+// length + 1 exceeds int32.
 int32_t default_max_model_len(const Trace& trace);
 
 }  // namespace kvsim

@@ -43,9 +43,9 @@ struct ReplaySettings {
   bool steady_decode = true;  // ReplayConfig::steady_decode (speed only)
 };
 
-// Replay conventions §7: when no max_model_len is given, the model's max_position_embeddings,
-// else (or when `model_is_default`: the model was not chosen by the user) 1 + the trace's longest
-// input + output. Leaves an explicit max_model_len alone.
+// Defaults (docs/scheduler.md §Clock): when no max_model_len is given, the model's
+// max_position_embeddings, else (or when `model_is_default`: the model was not chosen by the
+// user) 1 + the trace's longest input + output. Leaves an explicit max_model_len alone.
 void resolve_max_model_len(PlanInputs& in, const Trace& trace, bool model_is_default = false);
 void resolve_max_model_len(PlanInputs& in, const TraceStream& trace, bool model_is_default = false);
 

@@ -1,8 +1,7 @@
 // Step-time models: how long one engine step takes on the simulated GPU.
 //
 // The replay clock advances by StepTimeModel::step_time_ns(work) after every step that schedules
-// at least one token (the replay conventions, `../shared/docs/replay-conventions.md`, summarised
-// in docs/scheduler.md §Clock: a step that schedules nothing costs no time). The
+// at least one token (docs/scheduler.md §Clock: a step that schedules nothing costs no time). The
 // scheduler describes the step as a StepWork aggregate (no per-sequence storage, no allocation);
 // models turn it into seconds:
 //   * FixedStepTime    (`--step-time fixed:MS`): every non-empty step takes MS milliseconds.

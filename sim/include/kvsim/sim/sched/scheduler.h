@@ -1,5 +1,6 @@
 // Scheduler: vLLM 0.26's v1 `Scheduler` (sync) and `AsyncScheduler` (async, vLLM's default)
-// (vllm/v1/core/sched/scheduler.py, async_scheduler.py; spec docs §5.3-5.6), driving one
+// (vllm/v1/core/sched/scheduler.py Scheduler.schedule / update_from_output, async_scheduler.py
+// AsyncScheduler, vllm/v1/engine/core.py EngineCore.step_with_batch_queue), driving one
 // KVCacheManager.
 //
 // One engine step is `schedule()` then, for that batch, `update_from_output()`:
@@ -205,9 +206,10 @@ class Scheduler {
   KVCacheManager& kv_cache_manager() { return kv_; }
   const KVCacheManager& kv_cache_manager() const { return kv_; }
 
-  // The arrival-time rejection rule (replay conventions §6): returns false and sets *reason
-  // when the request can never be served. A prompt "needs" cdiv(min(prompt + lookahead, L), bs)
-  // blocks: its last prefill chunk must hold all of them at once.
+  // The arrival-time rejection rule (docs/scheduler.md §Rejections): returns false and sets
+  // *reason when the request can never be served. A prompt "needs"
+  // cdiv(min(prompt + lookahead, L), bs) blocks: its last prefill chunk must hold all of them at
+  // once.
   bool check_new_request(const Request& r, RejectReason* reason) const;
 
   // Queues a request (vLLM: add_request). Enables block hashing when prefix caching is on.
