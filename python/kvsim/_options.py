@@ -1,9 +1,13 @@
-"""Keyword-argument checks shared by plan, read_trace, replay and sweep.
+"""Keyword-argument checks shared by plan, read_trace, replay, sweep, size and calibrate.
 
 Each public function takes keyword arguments named as the CLI flags without dashes (vLLM's
-engine-argument names). Arguments left at ``None`` keep the CLI's default and are not passed on;
-the given ones are type- and range-checked here (the CLI's flag validators), grouped, and handed
-to the extension, which resolves them with the CLI's own C++ code.
+engine-argument names). Arguments left at ``None`` keep the default and are not passed on; the
+given ones are type-checked here, grouped, and handed to the extension, whose run room (run/)
+resolves and checks them as it does for the CLI.
+
+The settings of the run room's option structs, their groups, kinds and boundary rules come from
+its parameter table (run/include/kvsim/run/parameters.h, exported as ``_kvsim.PARAMETERS``); the
+trace-reading keywords and each function's own (jobs, concurrency, ...) are declared below.
 """
 
 from __future__ import annotations
@@ -15,64 +19,53 @@ from typing import Any, Mapping
 
 from . import _kvsim
 
+# {id: (group, kind, rule, choices)} from the run room.
+_PARAMETERS: dict[str, tuple[str, str, str, tuple]] = dict(_kvsim.PARAMETERS)
+
+
+def _keys(group: str) -> tuple[str, ...]:
+    return tuple(k for k, (g, *_) in _PARAMETERS.items() if g == group)
+
+
 # Which group each argument belongs to (the extension consumes exactly these keys).
-PLAN_KEYS = (
-    "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype", "gpu",
-    "vram_gib", "gpu_spec", "gpu_memory_utilization", "overhead_gib", "weights_gib", "quantization",
-    "kv_cache_dtype", "tensor_parallel_size", "max_model_len", "block_size",
-    "num_gpu_blocks_override", "kv_cache_memory_bytes", "disable_hybrid_kv_cache_manager",
-)
-SCHEDULER_KEYS = (
-    "long_prefill_token_threshold", "enable_chunked_prefill", "enable_prefix_caching",
-    "scheduling_policy", "watermark", "scheduler_reserve_full_isl", "num_lookahead_tokens",
-    "async_scheduling", "step_time",
-)
-REPLAY_KEYS = (
-    "max_num_batched_tokens", "max_num_seqs", "backend", "backend_max_layers", "preemption_mode",
-    "swap_space_gib", "swap_bandwidth_gbps", "check_invariants", "timeline", "requests",
-)
+PLAN_KEYS = _keys("plan")
+SCHEDULER_KEYS = _keys("scheduler")
+REPLAY_KEYS = _keys("replay")
 # The cluster mode of replay (`kvsim replay --replicas N --router R ...`, docs/cluster.md); size
 # takes them all but replicas and slo_stop_early.
-CLUSTER_KEYS = (
-    "replicas", "router", "router_staleness_ms", "router_seed", "affinity_prefix_blocks",
-    "affinity_load_factor", "kv_aware_load_weight", "admission_max_waiting_requests",
-    "admission_max_waiting_tokens", "slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99",
-    "slo_stop_early",
-)
+CLUSTER_KEYS = _keys("cluster")
 TRACE_KEYS = (
     "format", "max_requests", "start", "duration", "time_scale", "arrival", "rate", "seed",
     "skip_bad_rows", "max_input_bytes", "max_line_bytes", "hash_block_size",
 )
 
-_STR = ("model", "dtype", "gpu", "quantization", "kv_cache_dtype", "step_time", "router")
-_PATH = ("config", "gpu_spec")
-_BOOL = ("enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl",
-         "async_scheduling", "check_invariants", "timeline", "requests", "skip_bad_rows",
-         "disable_hybrid_kv_cache_manager", "slo_stop_early", "early_stop")
-_INT_POSITIVE = ("num_layers", "num_kv_heads", "head_dim", "max_num_batched_tokens",
-                 "max_num_seqs", "max_input_bytes", "max_line_bytes", "hash_block_size",
-                 "max_model_len", "concurrency", "jobs", "kv_cache_memory_bytes", "replicas",
-                 "affinity_prefix_blocks", "max_replicas")
-_INT_NON_NEGATIVE = ("long_prefill_token_threshold", "num_lookahead_tokens",
-                     "backend_max_layers", "max_requests", "seed", "router_seed",
-                     "admission_max_waiting_requests", "admission_max_waiting_tokens")
-_INT_ANY = ("tensor_parallel_size", "block_size", "num_gpu_blocks_override")
-_FLOAT_POSITIVE = ("time_scale", "rate", "swap_bandwidth_gbps", "num_params", "vram_gib",
-                   "slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99")
-_FLOAT_NON_NEGATIVE = ("start", "duration", "swap_space_gib", "router_staleness_ms",
-                       "kv_aware_load_weight")
-# Range-checked by the CLI's code (affinity_load_factor >= 1: cli/cluster_options.cpp).
-_FLOAT_ANY = ("gpu_memory_utilization", "overhead_gib", "weights_gib", "affinity_load_factor")
-# Integers the CLI parses as unsigned 64-bit.
-_UINT64 = ("seed", "router_seed")
-_CHOICES = {
-    "scheduling_policy": ("fcfs", "priority"),
-    "backend": ("null", "host", "cuda"),
-    "preemption_mode": ("recompute", "swap"),
-    "format": ("auto", "azure", "vidur", "burstgpt", "mooncake", "bailian", "sharegpt", "kvsim"),
-    "arrival": ("trace", "all-at-once", "poisson"),
-    "router": tuple(_kvsim.ROUTER_POLICIES),
+# Kinds and rules of the keywords outside the table: the trace keywords (sim's
+# TraceReadOptions) and the functions' own.
+_LOCAL = {
+    "format": ("str", "any", ("auto", "azure", "vidur", "burstgpt", "mooncake", "bailian",
+                              "sharegpt", "kvsim")),
+    "arrival": ("str", "any", ("trace", "all-at-once", "poisson")),
+    "max_requests": ("int", "non_negative", ()),
+    "start": ("float", "non_negative", ()),
+    "duration": ("float", "non_negative", ()),
+    "time_scale": ("float", "positive", ()),
+    "rate": ("float", "positive", ()),
+    "seed": ("uint64", "non_negative", ()),
+    "skip_bad_rows": ("bool", "any", ()),
+    "max_input_bytes": ("int", "positive", ()),
+    "max_line_bytes": ("int", "positive", ()),
+    "hash_block_size": ("int", "positive", ()),
+    "concurrency": ("int", "positive", ()),
+    "jobs": ("int", "positive", ()),
+    "max_replicas": ("int", "positive", ()),
+    "early_stop": ("bool", "any", ()),
 }
+
+
+def _spec(name: str) -> tuple[str, str, tuple]:
+    if name in _PARAMETERS:
+        return _PARAMETERS[name][1:]
+    return _LOCAL[name]
 
 
 def _fail(fn: str, message: str, error: type = ValueError) -> None:
@@ -97,45 +90,40 @@ def check_finite(fn: str, name: str, value: float) -> float:
 
 def _check(fn: str, name: str, value: Any) -> Any:
     """Returns the value as the extension wants it, or raises TypeError/ValueError."""
-    if name in _BOOL:
+    kind, rule, choices = _spec(name)
+    if kind == "bool":
         if not isinstance(value, (bool,)) and not (hasattr(value, "dtype") and value.dtype == bool):
             _fail(fn, f"{name} must be True or False (got {value!r})", TypeError)
         return bool(value)
-    if name in _CHOICES:
-        if value not in _CHOICES[name]:
-            _fail(fn, f"{name} must be one of {', '.join(_CHOICES[name])} (got {value!r})")
+    if choices:
+        if value not in choices:
+            _fail(fn, f"{name} must be one of {', '.join(choices)} (got {value!r})")
         return value
-    if name in _STR:
-        if not isinstance(value, str):
-            _fail(fn, f"{name} must be a string (got {value!r})", TypeError)
-        return value
-    if name in _PATH:
+    if kind == "path":
         if not isinstance(value, (str, os.PathLike)):
             _fail(fn, f"{name} must be a path (got {value!r})", TypeError)
         return os.fspath(value)
-    if name in _INT_POSITIVE + _INT_NON_NEGATIVE + _INT_ANY:
+    if kind == "str":
+        if not isinstance(value, str):
+            _fail(fn, f"{name} must be a string (got {value!r})", TypeError)
+        return value
+    if kind in ("int", "uint64"):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             _fail(fn, f"{name} must be an integer (got {value!r})", TypeError)
-        value = check_int_range(fn, name, int(value), uint64=name in _UINT64)
-        if name in _INT_POSITIVE and value <= 0:
-            _fail(fn, f"{name} must be > 0 (got {value})")
-        if name in _INT_NON_NEGATIVE and value < 0:
-            _fail(fn, f"{name} must be >= 0 (got {value})")
-        return value
-    if name in _FLOAT_POSITIVE + _FLOAT_NON_NEGATIVE + _FLOAT_ANY + ("watermark",):
+        value = check_int_range(fn, name, int(value), uint64=kind == "uint64")
+    else:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             _fail(fn, f"{name} must be a number (got {value!r})", TypeError)
         value = float(value)
         if not math.isfinite(value):
             _fail(fn, f"{name} must be finite (got {value})")
-        if name in _FLOAT_POSITIVE and value <= 0:
-            _fail(fn, f"{name} must be > 0 (got {value})")
-        if name in _FLOAT_NON_NEGATIVE and value < 0:
-            _fail(fn, f"{name} must be >= 0 (got {value})")
-        if name == "watermark" and not 0 <= value < 1:
-            _fail(fn, f"watermark must be in [0, 1) (got {value})")
-        return value
-    raise AssertionError(f"no check for {name}")  # every public argument has one
+    if rule == "positive" and value <= 0:
+        _fail(fn, f"{name} must be > 0 (got {value})")
+    if rule == "non_negative" and value < 0:
+        _fail(fn, f"{name} must be >= 0 (got {value})")
+    if rule == "fraction_below_one" and not 0 <= value < 1:
+        _fail(fn, f"{name} must be in [0, 1) (got {value})")
+    return value
 
 
 def group(fn: str, given: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -1,13 +1,19 @@
 #include "options.h"
 
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeinfo>
+#include <vector>
 
 #include <fmt/core.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "kvsim/run/parameters.h"
 
 namespace nb = nanobind;
 
@@ -76,27 +82,7 @@ class Kwargs {
 run::PlanOptions plan_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "model/card options");
   run::PlanOptions o;
-  k.take("model", o.model);
-  k.take("config", o.config_path);
-  k.take("num_layers", o.num_layers);
-  k.take("num_kv_heads", o.num_kv_heads);
-  k.take("head_dim", o.head_dim);
-  k.take("num_params", o.num_params);
-  k.take("dtype", o.dtype);
-  k.take("gpu", o.gpu);
-  k.take("vram_gib", o.vram_gib);
-  k.take("gpu_spec", o.gpu_spec_path);
-  k.take("gpu_memory_utilization", o.gpu_memory_utilization);
-  k.take("overhead_gib", o.overhead_gib);
-  k.take("weights_gib", o.weights_gib);
-  k.take("quantization", o.quantization);
-  k.take("kv_cache_dtype", o.kv_cache_dtype);
-  k.take("tensor_parallel_size", o.tensor_parallel_size);
-  k.take("max_model_len", o.max_model_len);
-  k.take("block_size", o.block_size);
-  k.take("num_gpu_blocks_override", o.num_gpu_blocks_override);
-  k.take("kv_cache_memory_bytes", o.kv_cache_memory_bytes);
-  k.take("disable_hybrid_kv_cache_manager", o.disable_hybrid_kv_cache_manager);
+  run::visit_plan_params(o, [&k](const run::Param& p, auto& field) { k.take(p.id, field); });
   k.finish();
   return o;
 }
@@ -104,15 +90,7 @@ run::PlanOptions plan_options_from(nb::dict kwargs) {
 run::SchedulerOptions scheduler_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "scheduler options");
   run::SchedulerOptions o;
-  k.take("long_prefill_token_threshold", o.long_prefill_token_threshold);
-  k.take("enable_chunked_prefill", o.enable_chunked_prefill);
-  k.take("enable_prefix_caching", o.enable_prefix_caching);
-  k.take("scheduling_policy", o.policy);
-  k.take("watermark", o.watermark);
-  k.take("scheduler_reserve_full_isl", o.scheduler_reserve_full_isl);
-  k.take("num_lookahead_tokens", o.num_lookahead_tokens);
-  k.take("step_time", o.step_time);
-  k.take("async_scheduling", o.async_scheduling);
+  run::visit_scheduler_params(o, [&k](const run::Param& p, auto& field) { k.take(p.id, field); });
   k.finish();
   return o;
 }
@@ -141,37 +119,83 @@ TraceReadOptions trace_options_from(nb::dict kwargs) {
 
 void take_replay_options(nb::dict kwargs, run::ReplayOptions& o) {
   Kwargs k(kwargs, "replay options");
-  k.take("max_num_batched_tokens", o.max_num_batched_tokens);
-  k.take("max_num_seqs", o.max_num_seqs);
-  k.take("backend", o.backend);
-  k.take("backend_max_layers", o.backend_max_layers);
-  k.take("preemption_mode", o.preemption_mode);
-  k.take("swap_space_gib", o.swap_space_gib);
-  k.take("swap_bandwidth_gbps", o.swap_bandwidth_gbps);
-  k.take("check_invariants", o.check_invariants);
-  k.take("timeline", o.record_timeline);
-  k.take("requests", o.record_requests);
+  run::visit_replay_params(o, [&k](const run::Param& p, auto& field) { k.take(p.id, field); });
   k.finish();
 }
 
 run::ClusterOptions cluster_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "cluster options");
   run::ClusterOptions o;
-  k.take("replicas", o.replicas);
-  k.take("router", o.router);
-  k.take("router_staleness_ms", o.router_staleness_ms);
-  k.take("router_seed", o.router_seed);
-  k.take("affinity_prefix_blocks", o.affinity_prefix_blocks);
-  k.take("affinity_load_factor", o.affinity_load_factor);
-  k.take("kv_aware_load_weight", o.kv_aware_load_weight);
-  k.take("admission_max_waiting_requests", o.admission_max_waiting_requests);
-  k.take("admission_max_waiting_tokens", o.admission_max_waiting_tokens);
-  k.take("slo_ttft_p99", o.slo_ttft_p99);
-  k.take("slo_tpot_p99", o.slo_tpot_p99);
-  k.take("slo_e2e_p99", o.slo_e2e_p99);
-  k.take("slo_stop_early", o.slo_stop_early);
+  run::visit_cluster_params(o, [&k](const run::Param& p, auto& field) { k.take(p.id, field); });
   k.finish();
   return o;
+}
+
+namespace {
+
+// The Python kind of a field: what _options.py checks a keyword's value against.
+template <typename T>
+const char* kind_of() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "bool";
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    return "uint64";
+  } else if constexpr (std::is_integral_v<T>) {
+    return "int";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "float";
+  } else {
+    static_assert(std::is_same_v<T, std::string>, "a setting of another type");
+    return "str";
+  }
+}
+template <typename T>
+const char* kind_of(const std::optional<T>*) {
+  return kind_of<T>();
+}
+template <typename T>
+const char* kind_of(const T*) {
+  return kind_of<T>();
+}
+
+const char* rule_name(run::ValueRule r) {
+  switch (r) {
+    case run::ValueRule::kAny:
+      return "any";
+    case run::ValueRule::kPositive:
+      return "positive";
+    case run::ValueRule::kNonNegative:
+      return "non_negative";
+    case run::ValueRule::kFractionBelowOne:
+      return "fraction_below_one";
+    case run::ValueRule::kPath:
+      return "path";
+  }
+  return "any";
+}
+
+}  // namespace
+
+nb::dict parameter_table(const std::vector<std::string>& router_names) {
+  nb::dict table;
+  const auto add = [&table, &router_names](const char* group) {
+    return [&table, &router_names, group](const run::Param& p, const auto& field) {
+      nb::list choices;
+      for (std::string_view c : p.choices) choices.append(nb::str(c.data(), c.size()));
+      if (std::string_view(p.id) == "router") {
+        for (const std::string& name : router_names) choices.append(nb::str(name.c_str()));
+      }
+      const char* kind = p.rule == run::ValueRule::kPath ? "path" : kind_of(&field);
+      table[p.id] = nb::make_tuple(group, kind, rule_name(p.rule), nb::tuple(choices));
+    };
+  };
+  const run::ReplayOptions replay;
+  run::visit_plan_params(replay.plan, add("plan"));
+  run::visit_scheduler_params(replay.sched, add("scheduler"));
+  run::visit_replay_params(replay, add("replay"));
+  const run::ClusterOptions cluster;
+  run::visit_cluster_params(cluster, add("cluster"));
+  return table;
 }
 
 }  // namespace kvsim::python

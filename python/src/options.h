@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 
@@ -33,5 +34,11 @@ void take_replay_options(nanobind::dict kwargs, run::ReplayOptions& o);
 // router_seed, affinity_*, kv_aware_load_weight, admission_*, slo_*_p99, slo_stop_early).
 // Values are range-checked afterwards by run::to_cluster_config, as the CLI's.
 run::ClusterOptions cluster_options_from(nanobind::dict kwargs);
+
+// The run room's parameter table (kvsim/run/parameters.h) for the Python layer's type checks:
+// {id: (group, kind, rule, choices)}, group plan / scheduler / replay / cluster, kind bool / int
+// / uint64 / float / str / path, rule any / positive / non_negative / fraction_below_one / path;
+// the router's choices are `router_names`.
+nanobind::dict parameter_table(const std::vector<std::string>& router_names);
 
 }  // namespace kvsim::python

@@ -269,6 +269,7 @@ void register_runs(nb::module_& m) {
   m.attr("REJECT_REASON_NAMES") = code_names<RejectReason>(kNumRejectReasons);
   m.attr("ADMISSION_REASON_NAMES") = code_names<AdmissionRejectReason>(kNumAdmissionRejectReasons);
   m.attr("ROUTER_POLICIES") = code_names<RouterPolicy>(kNumRouterPolicies);
+  m.attr("PARAMETERS") = parameter_table(code_names<RouterPolicy>(kNumRouterPolicies));
   m.attr("MODEL_PRESETS") = model_preset_names();
   m.attr("GPU_PRESETS") = gpu_preset_names();
 }
