@@ -11,15 +11,12 @@
 
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -30,15 +27,13 @@
 
 #include "cluster_flags.h"
 #include "commands.h"
+#include "grid_flags.h"
 #include "interrupt.h"
-#include "kvsim/run/trace_input.h"
-#include "kvsim/sim/cluster/cluster_replay.h"
+#include "kvsim/run/size_job.h"
 #include "kvsim/sim/report/report.h"
 #include "kvsim/sim/sweep/size.h"
-#include "kvsim/sim/sweep/size_replay.h"
 #include "kvsim/sim/sweep/size_report.h"
 #include "kvsim/sim/traces/trace.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
 #include "output_files.h"
 #include "plan_flags.h"
 #include "run_fingerprint.h"
@@ -57,64 +52,24 @@ constexpr int kExitNoFeasible = 3;
 
 struct SizeOptions {
   std::string trace_path;
-  run::PlanOptions plan;
-  TraceReadOptions trace;
-  run::SchedulerOptions sched;
-  std::optional<int32_t> max_num_batched_tokens;
-  SizeAxes axes;
-  run::ClusterOptions cluster;  // router, its knobs, admission control and the SLO (--replicas: no)
-  int32_t max_replicas = 64;
-  std::vector<std::string> gpu_prices;
-  bool no_early_stop = false;
-  // Execution and output.
-  int32_t jobs = 1;
-  std::string shard;
+  run::SizeJobOptions job;  // the trace settings are job.trace
+  // Output.
   std::vector<std::string> merge;
   std::string json_path;
   std::string csv_path;
   std::string plot_path;
   bool quiet = false;
+  bool no_early_stop = false;
 };
 
-// The flags of `kvsim size` that `kvsim replay` does not take, and --router, which every
-// replay_command names explicitly at its end (the rest are passed through as given).
-bool is_size_only_flag(const std::string& name) {
-  for (const char* f : {"--gpus", "--tp", "--kv-cache-dtype", "--block-sizes", "--max-num-seqs",
-                        "--router", "--max-replicas", "--gpu-price", "--no-early-stop", "--jobs",
-                        "--shard", "--merge", "--json", "--csv", "--plot", "--quiet", "--help"}) {
-    if (name == f) return true;
-  }
-  return false;
-}
-
-// Flags that do not change the results (kept out of the fingerprint); the only ones --merge
-// takes.
-bool is_execution_flag(const std::string& name) {
-  return name == "--jobs" || name == "--shard" || name == "--json" || name == "--csv" ||
-         name == "--plot" || name == "--quiet" || name == "--merge" || name == "--help";
-}
-
-// "kvsim replay TRACE <model/card/trace/scheduler/router/SLO flags as given> --gpu G
-// --tensor-parallel-size T --kv-cache-dtype D [--block-size B] [--max-num-seqs S]" (the
-// candidate's own values only where the candidate sets them, so a default resolves the same way).
-std::string replay_command_prefix(const CLI::App& cmd, const SizeOptions& o) {
-  std::string s = "kvsim replay " + shell_quote(o.trace_path);
-  for (const CLI::Option* opt : cmd.get_options()) {
-    const std::string name = opt->get_name();
-    if (opt->count() == 0 || is_size_only_flag(name) || name == "TRACE") continue;
-    if (opt->get_expected_max() == 0) {
-      s += " " + name;  // a flag
-      continue;
-    }
-    for (const std::string& r : opt->results()) s += " " + name + " " + shell_quote(r);
-  }
-  return s;
+bool is_size_execution_flag(const std::string& name) {
+  return is_execution_flag(name, {"--json", "--csv", "--plot"});
 }
 
 // Everything that defines the results, canonically: each result-affecting flag as given, and
 // the requests actually read (so shards read from differently named copies of one trace match).
 uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
-  return run_fingerprint("kvsim size 1\x1e", cmd, trace, is_execution_flag);
+  return run_fingerprint("kvsim size 1\x1e", cmd, trace, is_size_execution_flag);
 }
 
 // tools/plot_size.py: next to this source file's directory (the tree kvsim was built from),
@@ -238,34 +193,24 @@ void write_outputs(const SizeOptions& o, OutputFiles& outputs, const SizeReportC
 }
 
 void set_verdict_exit_code(const std::vector<SizeResult>& results) {
-  for (const SizeResult& r : results) {
-    if (r.feasible()) return;
-  }
+  if (run::SizeOutcome::any_feasible(results)) return;
   std::fflush(stdout);
-  fmt::print(stderr, "kvsim size: no candidate meets the SLO (exit status {})\n", kExitNoFeasible);
+  fmt::print(stderr, "kvsim size: {} (exit status {})\n", run::kNoFeasibleMessage, kExitNoFeasible);
   set_exit_code(kExitNoFeasible);
 }
 
 void run_merge(const CLI::App& cmd, const SizeOptions& o) {
-  if (!o.trace_path.empty()) throw std::invalid_argument("--merge takes JSON files, not a TRACE");
-  for (const CLI::Option* opt : cmd.get_options()) {
-    const std::string name = opt->get_name();
-    if (opt->count() > 0 && (!is_execution_flag(name) || name == "--jobs" || name == "--shard")) {
-      throw std::invalid_argument(fmt::format(
-          "--merge takes only the shard JSONs, --json, --csv, --plot and --quiet (got {}); the "
-          "search flags were fixed when the shards ran",
-          name));
-    }
-  }
+  check_merge_flags(
+      cmd, o.trace_path, "JSON", "search",
+      [](const std::string& name) {
+        return is_size_execution_flag(name) && name != "--jobs" && name != "--shard";
+      },
+      "the shard JSONs, --json, --csv, --plot and --quiet");
   OutputFiles outputs;
   add_outputs(o, outputs);
   for (const std::string& path : o.merge) outputs.add_input("the --merge input", path);
   outputs.open_all();
-  std::vector<NamedText> shards;
-  InputLimits limits;
-  limits.has_flags = false;
-  for (const std::string& path : o.merge) shards.push_back({path, read_text_file(path, limits)});
-  const SizeMerge m = merge_size_reports(shards);
+  const SizeMerge m = merge_size_reports(read_merge_inputs(o.merge));
   write_outputs(o, outputs, m.context, m.results);
   set_verdict_exit_code(m.results);
 }
@@ -275,139 +220,46 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   if (o.trace_path.empty()) {
     throw std::invalid_argument("size: a TRACE file is required (or --merge JSON...)");
   }
-  if (!run::model_given(o.plan)) {
-    throw std::invalid_argument(
-        "size: a model is required (--model, --config, or --num-layers/--num-kv-heads/--head-dim)");
-  }
-  for (const auto& [flag, given] :
-       {std::pair{"--slo-ttft-p99", o.cluster.slo_ttft_p99.has_value()},
-        std::pair{"--slo-tpot-p99", o.cluster.slo_tpot_p99.has_value()}}) {
-    if (!given) throw std::invalid_argument(fmt::format("size: {} is required", flag));
-  }
-  check_trace_options(cmd, o.trace);
-  const ShardSpec shard = o.shard.empty() ? ShardSpec{} : parse_shard(o.shard);
-  PriceTable prices = default_gpu_prices();
-  for (const std::string& p : o.gpu_prices) apply_gpu_price(prices, p);
-  if (o.max_replicas > kMaxClusterReplicas) {
-    throw std::invalid_argument(
-        fmt::format("--max-replicas {}: must be in [1, {}]", o.max_replicas, kMaxClusterReplicas));
-  }
-  // Router knobs, admission control and SLO checked as `kvsim replay` checks them.
-  const ClusterConfig cluster = run::to_cluster_config(o.cluster);
-  const std::vector<SizeCandidate> candidates = expand_size_candidates(o.axes);
+  o.job.early_stop = !o.no_early_stop;
+  o.job.given = given_settings(cmd);
+  const run::SizeJob job = run::prepare_size(o.job);
 
   OutputFiles outputs;
   add_outputs(o, outputs);
   outputs.add_input("the trace", o.trace_path);
-  outputs.add_input("--config", o.plan.config_path);
+  outputs.add_input("--config", o.job.plan.config_path);
   outputs.open_all();
 
-  const Trace trace = read_cli_trace(o.trace_path, o.trace);
+  const Trace trace = read_cli_trace(o.trace_path, o.job.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim size"));
-  run::require_requests(trace, o.trace);
 
-  SizeBase base;
-  base.plan = run::resolve_plan_inputs(o.plan);
-  for (const std::string& d : o.axes.kv_cache_dtypes) {
-    run::check_kv_cache_dtype_for_model("kv_cache_dtype", d, base.plan.model);
-  }
-  resolve_max_model_len(base.plan, trace);
-  run::apply(o.sched, base.settings);
-  base.settings.max_num_batched_tokens = o.max_num_batched_tokens;
-  base.step_time = o.sched.step_time;
-  base.cluster = cluster;
-  base.early_stop = !o.no_early_stop;
-  throw_if_interrupted();
-
-  // A signal stops the search before its next replay (interrupt.h).
-  const SizeRunner runner = [&base, &trace](const SizeCandidate& c) {
-    throw_if_interrupted();
-    CandidateSetup setup = prepare_size_candidate(base, trace, c);
-    if (setup.run) {
-      setup.run = [run = std::move(setup.run)](int32_t replicas) {
-        throw_if_interrupted();
-        return run(replicas);
-      };
-    }
-    return setup;
+  // A large grid says how large it is and, on a terminal, how far along (size_progress.h); a
+  // signal stops the search before its next replay (interrupt.h).
+  std::optional<SizeProgress> progress;
+  run::SizeHooks hooks;
+  hooks.check_stop = [] { throw_if_interrupted(); };
+  hooks.on_search_start = [&] {
+    progress.emplace(job.searched(), static_cast<int64_t>(trace.requests.size()), o.job.jobs);
   };
-  SizeSearchOptions search;
-  search.max_replicas = o.max_replicas;
-  search.jobs = o.jobs;
-  search.shard = shard;
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<SizeResult> results;
-  {
-    // A large grid says how large it is and, on a terminal, how far along (size_progress.h).
-    int64_t searched = 0;
-    for (const SizeCandidate& c : candidates) searched += shard.contains(c.group) ? 1 : 0;
-    SizeProgress progress(searched, static_cast<int64_t>(trace.requests.size()), o.jobs);
-    search.on_candidate_done = [&progress] { progress.candidate_done(); };
-    try {
-      results = run_size(candidates, runner, prices, search);
-    } catch (...) {
-      throw_if_interrupted();
-      throw;
-    }
+  hooks.on_candidate_done = [&progress] { progress->candidate_done(); };
+  run::SizeOutcome out;
+  try {
+    out = run::run_size_job(job, trace, hooks);
+  } catch (...) {
+    progress.reset();
+    throw_if_interrupted();
+    throw;
   }
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  rank_size_results(results);
-  const std::string prefix = replay_command_prefix(cmd, o);
-  int64_t replays = 0;
-  int64_t stopped = 0;
-  for (SizeResult& r : results) {
-    if (!r.trials.empty()) r.replay_command = size_replay_command(prefix, o.cluster.router, r);
-    replays += static_cast<int64_t>(r.trials.size());
-    for (const SizeTrial& t : r.trials) stopped += t.stopped_early ? 1 : 0;
-  }
+  progress.reset();
 
-  SizeReportContext ctx;
-  ctx.trace = o.trace_path;
-  ctx.requests = static_cast<int64_t>(trace.requests.size());
-  ctx.model = base.plan.model.name;
-  ctx.slo = base.cluster.slo;
-  ctx.router = std::string(to_string(cluster.router));
-  ctx.max_replicas = o.max_replicas;
-  ctx.num_candidates = static_cast<int64_t>(candidates.size());
-  ctx.size_id = fingerprint(cmd, trace);
-  write_outputs(o, outputs, ctx, results);
+  out.context.size_id = fingerprint(cmd, trace);
+  write_outputs(o, outputs, out.context, out.results);
   fmt::print(stderr,
              "kvsim size: {} candidates{}, {} replays ({} stopped early) in {:.2f} s wall, {} "
              "jobs\n",
-             results.size(), o.shard.empty() ? "" : fmt::format(" (shard {})", o.shard), replays,
-             stopped, wall, o.jobs);
-  if (o.shard.empty()) set_verdict_exit_code(results);
-}
-
-// One comma-separated list per occurrence; `parse` is called for each occurrence in order.
-CLI::Option* list_option(CLI::App* cmd, const char* flag, const char* help,
-                         std::function<void(const std::string&)> parse) {
-  return cmd
-      ->add_option_function<std::vector<std::string>>(
-          flag,
-          [parse](const std::vector<std::string>& values) {
-            for (const std::string& v : values) parse(v);
-          },
-          help)
-      ->allow_extra_args(false)
-      ->type_name("LIST");
-}
-
-std::vector<int32_t> int32_list(const char* flag, const std::string& text) {
-  std::vector<int32_t> out;
-  for (int64_t x : parse_int_list(flag, text)) {
-    if (x > std::numeric_limits<int32_t>::max()) {
-      throw std::invalid_argument(fmt::format("{}: {} is too large", flag, x));
-    }
-    out.push_back(static_cast<int32_t>(x));
-  }
-  return out;
-}
-
-template <typename T>
-void append(std::vector<T>& to, const std::vector<T>& items) {
-  to.insert(to.end(), items.begin(), items.end());
+             out.results.size(), o.job.shard.empty() ? "" : fmt::format(" (shard {})", o.job.shard),
+             out.replays, out.stopped_early, out.wall_seconds, o.job.jobs);
+  if (o.job.shard.empty()) set_verdict_exit_code(out.results);
 }
 
 }  // namespace
@@ -415,11 +267,12 @@ void append(std::vector<T>& to, const std::vector<T>& items) {
 void register_size_command(CLI::App& app) {
   auto opts = std::make_shared<SizeOptions>();
   SizeOptions& o = *opts;
+  run::SizeJobOptions& j = o.job;
   CLI::App* cmd = app.add_subcommand(
       "size",
       "Fewest replicas of each card/TP/KV dtype that serve a trace within a latency SLO, by cost");
   cmd->add_option("TRACE", o.trace_path, "Trace file (any format kvsim replay reads)");
-  add_model_card_options(cmd, o.plan);
+  add_model_card_options(cmd, j.plan);
   // The card, TP, KV dtype and block size are searched; per-card pool sizes make no sense here.
   for (const char* flag :
        {"--gpu", "--vram-gib", "--gpu-spec", "--weights-gib", "--kv-cache-dtype", "--tp",
@@ -428,49 +281,52 @@ void register_size_command(CLI::App& app) {
   }
   cmd->get_option("--max-model-len")
       ->description("Context length (default: the model's max_position_embeddings)");
-  add_trace_options(cmd, o.trace);
-  add_scheduler_options(cmd, o.sched);
-  cmd->add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+  add_trace_options(cmd, j.trace);
+  add_scheduler_options(cmd, j.sched);
+  cmd->add_option("--max-num-batched-tokens", j.max_num_batched_tokens,
                   "Token budget per step (default: vLLM's for the card)")
       ->check(positive())
       ->group("Scheduler");
 
   // --slo-ttft-p99 / --slo-tpot-p99 (required here) / --slo-e2e-p99 and --router with its knobs
-  // and admission control: the flags of `kvsim replay`'s cluster mode (cli/cluster_options.h).
-  add_slo_options(*cmd, o.cluster);
-  add_router_options(*cmd, o.cluster);
+  // and admission control: the flags of `kvsim replay`'s cluster mode (cli/cluster_flags.h).
+  add_slo_options(*cmd, j.cluster);
+  add_router_options(*cmd, j.cluster);
 
-  // Lists are split here, not by CLI11, so an empty item is an error; a flag given twice appends.
   const char* grid = "Candidates (comma-separated lists)";
-  list_option(cmd, "--gpus", "GPU presets, e.g. l40s,h100-80g,h200-141g (required)",
-              [&o](const std::string& s) { append(o.axes.gpus, split_list("--gpus", s)); })
+  add_list_option(cmd, "--gpus", "GPU presets, e.g. l40s,h100-80g,h200-141g (required)",
+                  [&j](const std::string& s) {
+                    for (std::string& g : split_list("--gpus", s)) j.axes.gpus.push_back(g);
+                  })
       ->group(grid);
-  list_option(
-      cmd, "--tp", "Tensor-parallel sizes, e.g. 1,2,4,8 (required)",
-      [&o](const std::string& s) { append(o.axes.tensor_parallel_sizes, int32_list("--tp", s)); })
+  add_list_option(cmd, "--tp", "Tensor-parallel sizes, e.g. 1,2,4,8 (required)",
+                  [&j](const std::string& s) {
+                    append_int32_list(j.axes.tensor_parallel_sizes, "--tp", "tp", s);
+                  })
       ->group(grid);
-  list_option(cmd, "--kv-cache-dtype", "KV cache dtypes, e.g. auto,fp8 (default auto)",
-              [&o](const std::string& s) {
-                for (const std::string& d : split_list("--kv-cache-dtype", s)) {
-                  run::check_kv_cache_dtype("kv_cache_dtype", d);  // a typo up front, as --gpus
-                  o.axes.kv_cache_dtypes.push_back(d);
-                }
-              })
+  add_list_option(cmd, "--kv-cache-dtype", "KV cache dtypes, e.g. auto,fp8 (default auto)",
+                  [&j](const std::string& s) {
+                    for (const std::string& d : split_list("--kv-cache-dtype", s)) {
+                      run::check_kv_cache_dtype("kv_cache_dtype", d);  // a typo up front
+                      j.axes.kv_cache_dtypes.push_back(d);
+                    }
+                  })
       ->group(grid);
-  list_option(cmd, "--block-sizes", "Block sizes (default 16)", [&o](const std::string& s) {
-    append(o.axes.block_sizes, int32_list("--block-sizes", s));
+  add_list_option(cmd, "--block-sizes", "Block sizes (default 16)", [&j](const std::string& s) {
+    append_int32_list(j.axes.block_sizes, "--block-sizes", "block_sizes", s);
   })->group(grid);
-  list_option(
-      cmd, "--max-num-seqs", "max_num_seqs values (default: vLLM's for the card)",
-      [&o](const std::string& s) { append(o.axes.max_num_seqs, int32_list("--max-num-seqs", s)); })
+  add_list_option(cmd, "--max-num-seqs", "max_num_seqs values (default: vLLM's for the card)",
+                  [&j](const std::string& s) {
+                    append_int32_list(j.axes.max_num_seqs, "--max-num-seqs", "max_num_seqs", s);
+                  })
       ->group(grid);
 
   const char* search = "Search";
-  cmd->add_option("--max-replicas", o.max_replicas, "Largest replica count tried per candidate")
+  cmd->add_option("--max-replicas", j.max_replicas, "Largest replica count tried per candidate")
       ->check(positive())
       ->capture_default_str()
       ->group(search);
-  cmd->add_option("--gpu-price", o.gpu_prices,
+  cmd->add_option("--gpu-price", j.gpu_prices,
                   "Price per GPU-hour, NAME=USD (repeatable; overrides the built-in table, "
                   "docs/size.md)")
       ->group(search);
@@ -479,11 +335,11 @@ void register_size_command(CLI::App& app) {
       ->group(search);
 
   const char* run = "Execution and output";
-  cmd->add_option("--jobs,-j", o.jobs, "Candidates searched in parallel (threads)")
+  cmd->add_option("--jobs,-j", j.jobs, "Candidates searched in parallel (threads)")
       ->check(positive())
       ->capture_default_str()
       ->group(run);
-  cmd->add_option("--shard", o.shard, "Search only candidates with index % N == I (I/N)")
+  cmd->add_option("--shard", j.shard, "Search only candidates with index % N == I (I/N)")
       ->group(run);
   cmd->add_option("--merge", o.merge, "Join shard JSONs (written by --json) instead of searching")
       ->expected(1, -1)

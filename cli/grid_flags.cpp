@@ -1,0 +1,79 @@
+#include "grid_flags.h"
+
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "kvsim/run/grid_values.h"
+#include "kvsim/sim/traces/trace_line_reader.h"
+#include "validators.h"
+
+namespace kvsim::cli {
+
+CLI::Option* add_list_option(CLI::App* cmd, const char* flag, const char* help,
+                             std::function<void(const std::string&)> parse) {
+  return cmd
+      ->add_option_function<std::vector<std::string>>(
+          flag,
+          [parse](const std::vector<std::string>& values) {
+            for (const std::string& v : values) parse(v);
+          },
+          help)
+      ->allow_extra_args(false)
+      ->type_name("LIST");
+}
+
+void append_int32_list(std::vector<int32_t>& to, const char* flag, std::string_view param_id,
+                       const std::string& text) {
+  const std::vector<int32_t> v = run::to_int32_values(param_id, parse_int_list(flag, text));
+  to.insert(to.end(), v.begin(), v.end());
+}
+
+bool is_execution_flag(const std::string& name, std::initializer_list<std::string_view> outputs) {
+  for (std::string_view f : {"--jobs", "--shard", "--quiet", "--merge", "--help"}) {
+    if (name == f) return true;
+  }
+  for (std::string_view f : outputs) {
+    if (name == f) return true;
+  }
+  return false;
+}
+
+void check_merge_flags(const CLI::App& cmd, const std::string& trace_path, std::string_view files,
+                       std::string_view what,
+                       const std::function<bool(const std::string&)>& allowed,
+                       std::string_view files_and_flags) {
+  if (!trace_path.empty()) {
+    throw std::invalid_argument(fmt::format("--merge takes {} files, not a TRACE", files));
+  }
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() > 0 && !allowed(opt->get_name())) {
+      throw std::invalid_argument(
+          fmt::format("--merge takes only {} (got {}); the {} flags were fixed when the shards ran",
+                      files_and_flags, opt->get_name(), what));
+    }
+  }
+}
+
+std::vector<NamedText> read_merge_inputs(const std::vector<std::string>& paths) {
+  InputLimits limits;
+  limits.has_flags = false;
+  std::vector<NamedText> shards;
+  for (const std::string& path : paths) shards.push_back({path, read_text_file(path, limits)});
+  return shards;
+}
+
+run::GivenSettings given_settings(const CLI::App& cmd) {
+  run::GivenSettings given;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    std::string name = opt->get_name();
+    if (opt->count() == 0 || !name.starts_with("--")) continue;
+    name.erase(0, name.starts_with("--no-") ? 5 : 2);
+    for (char& c : name) c = c == '-' ? '_' : c;
+    given[name] =
+        opt->get_expected_max() == 0 || opt->results().empty() ? "" : opt->results().front();
+  }
+  return given;
+}
+
+}  // namespace kvsim::cli
