@@ -122,10 +122,10 @@ std::pair<double, double> weight_bytes(const ModelSpec& m, const std::string& qu
 // unify_kv_cache_spec_page_size scales it up to the full layers' page.
 constexpr int64_t kSlidingWindowKernelBlock = 16;
 
-KVCacheSpec layer_spec(const ModelSpec& m, KVCacheSpecKind kind, int64_t block_size, int64_t page) {
+KVCacheSpec layer_spec(const ModelSpec& m, KVCacheSpecKind kind, int32_t block_size, int64_t page) {
   KVCacheSpec s;
   s.kind = kind;
-  s.block_size = static_cast<int32_t>(block_size);
+  s.block_size = block_size;
   s.page_size_bytes = page;
   if (kind == KVCacheSpecKind::kSlidingWindow)
     s.sliding_window = static_cast<int32_t>(m.sliding_window);
@@ -152,7 +152,7 @@ int64_t tokens_per_request(const KVCacheSpec& spec, int64_t in_flight, int64_t m
 // type's layer count, or the largest when that is under 1.5x the smallest); a type of n layers
 // becomes cdiv(n, group_size) groups, group i taking layers[i::num_groups] (the last slots of
 // short groups are padding).
-std::vector<KVCacheGroupSpec> group_layers(const ModelSpec& m, int64_t block_size, int64_t page,
+std::vector<KVCacheGroupSpec> group_layers(const ModelSpec& m, int32_t block_size, int64_t page,
                                            int64_t& group_size) {
   std::vector<std::pair<KVCacheSpec, std::vector<int32_t>>> types;
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
@@ -208,7 +208,7 @@ std::vector<KVCacheTensor> shared_tensors(const std::vector<KVCacheGroupSpec>& g
 // all groups (blocks grow with S in full groups and stop at the cap in windowed ones); -1 when
 // no group grows with S and the capped footprint fits.
 int64_t hybrid_max_context(const std::vector<KVCacheGroupSpec>& groups, int64_t in_flight,
-                           int64_t block_size, int64_t usable_blocks, int64_t streams) {
+                           int32_t block_size, int64_t usable_blocks, int64_t streams) {
   auto blocks_at = [&](int64_t s) {
     int64_t total = 0;
     for (const KVCacheGroupSpec& g : groups) {
@@ -247,7 +247,7 @@ int64_t hybrid_max_context(const std::vector<KVCacheGroupSpec>& groups, int64_t 
 void fill_full_attention_kv_cache_config(Plan& p) {
   const bool fits = p.num_gpu_blocks <= std::numeric_limits<int32_t>::max();
   p.kv_cache_config = make_full_attention_kv_cache_config(
-      fits ? static_cast<int32_t>(p.num_gpu_blocks) : 0, static_cast<int32_t>(p.block_size),
+      fits ? static_cast<int32_t>(p.num_gpu_blocks) : 0, p.block_size,
       static_cast<int32_t>(p.num_layers), p.page_size_bytes);
   // Replays refuse such a pool themselves (replay_setup), with the number; the plan's printed
   // output stays what it always was.
@@ -282,7 +282,7 @@ int64_t kv_heads_per_rank(int64_t num_kv_heads, int64_t tp) {
 }
 
 int64_t page_size_bytes(const ModelSpec& m, int64_t heads, std::string_view kv_dtype,
-                        int64_t block_size) {
+                        int32_t block_size) {
   constexpr std::string_view kPage = "page size in bytes";
   if (m.use_mla) {
     if (kv_dtype == "fp8_ds_mla") return checked_mul(block_size, kFp8DsMlaBytesPerToken, kPage);
@@ -291,8 +291,8 @@ int64_t page_size_bytes(const ModelSpec& m, int64_t heads, std::string_view kv_d
                        kPage);
   }
   const auto b = static_cast<int64_t>(dtype_bytes(kv_dtype));
-  return checked_mul(checked_mul(checked_mul(2 * block_size, heads, kPage), m.head_dim, kPage), b,
-                     kPage);
+  return checked_mul(
+      checked_mul(checked_mul(int64_t{2} * block_size, heads, kPage), m.head_dim, kPage), b, kPage);
 }
 
 int64_t vllm_default_max_num_batched_tokens(const GpuSpec& gpu, int64_t max_model_len,
@@ -319,11 +319,11 @@ int64_t vllm_num_gpu_blocks(int64_t available, int64_t page, int64_t layers) {
   return available / page / layers;
 }
 
-double vllm_max_concurrency(int64_t n, int64_t max_model_len, int64_t block_size) {
+double vllm_max_concurrency(int64_t n, int64_t max_model_len, int32_t block_size) {
   return static_cast<double>(n) / static_cast<double>(cdiv(max_model_len, block_size));
 }
 
-int64_t vllm_kv_cache_tokens(int64_t n, int64_t max_model_len, int64_t block_size) {
+int64_t vllm_kv_cache_tokens(int64_t n, int64_t max_model_len, int32_t block_size) {
   const double c = static_cast<double>(n) / static_cast<double>(cdiv(max_model_len, block_size));
   const double tokens = c * static_cast<double>(max_model_len);
   require(tokens < 9.2e18,

@@ -375,8 +375,8 @@ TEST(PlannerErrors, ShapeAndCardBoundsNameTheField) {
   in.weights_gib = 1e300;
   EXPECT_EQ(plan_error(in), "--weights-gib must be in [0, 1e+06] (got 1e+300)");
   in = lesson_inputs();
-  in.block_size = int64_t{1} << 40;
-  EXPECT_EQ(plan_error(in), "--block-size must be in [1, 1048576] (got 1099511627776)");
+  in.block_size = kMaxBlockSize + 1;
+  EXPECT_EQ(plan_error(in), "--block-size must be in [1, 1048576] (got 1048577)");
   in = lesson_inputs();
   in.tensor_parallel_size = int64_t{1} << 40;
   EXPECT_EQ(plan_error(in), "--tensor-parallel-size must be in [1, 65536] (got 1099511627776)");

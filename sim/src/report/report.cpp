@@ -36,7 +36,7 @@ double ns_to_seconds(int64_t ns) {
 
 }  // namespace
 
-int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int64_t block_size,
+int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int32_t block_size,
                                  int64_t max_model_len) {
   return max_model_len > 0 ? num_gpu_blocks * block_size / max_model_len : 0;
 }

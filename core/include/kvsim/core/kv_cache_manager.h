@@ -45,7 +45,7 @@ namespace kvsim {
 
 struct KVCacheManagerConfig {
   int32_t num_gpu_blocks = 0;  // pool size N, null block included
-  int32_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   int32_t max_model_len = 0;  // L
   bool enable_caching = true;
   double watermark = 0.0;  // fraction of N kept free when admitting (vLLM --watermark)

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvsim/core/types.h"
+
 namespace kvsim {
 
 enum class KVCacheSpecKind {
@@ -35,7 +37,7 @@ std::string_view to_string(KVCacheSpecKind kind);
 
 struct KVCacheSpec {
   KVCacheSpecKind kind = KVCacheSpecKind::kFullAttention;
-  int32_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   int64_t page_size_bytes = 0;       // one layer, one block (vLLM AttentionSpec.page_size_bytes)
   int32_t sliding_window = 0;        // tokens; kSlidingWindow only
   int32_t attention_chunk_size = 0;  // tokens; kChunkedLocalAttention only

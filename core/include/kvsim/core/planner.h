@@ -25,6 +25,7 @@
 
 #include "kvsim/core/kv_cache_spec.h"
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/types.h"
 
 namespace kvsim {
 
@@ -39,7 +40,7 @@ inline constexpr int64_t kMaxHeads = 65536;    // num_kv_heads, num_attention_he
 inline constexpr int64_t kMaxHeadDim = 65536;  // head_dim, kv_lora_rank, qk_rope_head_dim
 inline constexpr double kMaxVramGib = 1e6;     // also bounds --overhead-gib and --weights-gib
 inline constexpr double kMaxNumParams = 1e15;
-inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
+inline constexpr int32_t kMaxBlockSize = int32_t{1} << 20;
 inline constexpr int64_t kMaxTensorParallelSize = 65536;
 inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 40;  // --max-num-batched-tokens/-seqs
 
@@ -69,7 +70,7 @@ struct PlanInputs {
   int64_t tensor_parallel_size = 1;      // the plan is per GPU (per TP rank)
   int64_t max_model_len = 0;             // 0 = model.max_position_embeddings
   std::optional<int64_t> concurrency;    // the inverse question: S_max for N streams
-  int64_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   std::optional<int64_t> num_gpu_blocks_override;
   // vLLM --kv-cache-memory-bytes: the KV budget in bytes, replacing util x card - weights -
   // overhead (vLLM then ignores gpu_memory_utilization for the cache size).
@@ -118,7 +119,7 @@ struct Plan {
   int64_t num_kv_heads_per_rank = 0;  // MLA: 1 (the latent is replicated on every rank)
   int64_t head_dim = 0;               // MLA: kv_lora_rank + qk_rope_head_dim
   int64_t max_model_len = 0;
-  int64_t block_size = 0;
+  int32_t block_size = 0;
   std::optional<int64_t> concurrency;
   int64_t max_num_batched_tokens = 0;
   bool async_scheduling = true;
@@ -201,7 +202,7 @@ int64_t kv_heads_per_rank(int64_t num_kv_heads, int64_t tensor_parallel_size);
 //   MHA/GQA: 2 * block_size * kv_heads * head_dim * dtype_bytes
 //   MLA:     block_size * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes (fp8_ds_mla: 656 B/token)
 int64_t page_size_bytes(const ModelSpec& model, int64_t kv_heads_per_rank,
-                        std::string_view kv_cache_dtype, int64_t block_size);
+                        std::string_view kv_cache_dtype, int32_t block_size);
 
 // vLLM's `vllm serve` default for --max-num-batched-tokens (EngineArgs.get_batch_defaults,
 // OPENAI_API_SERVER): 8192 on cards of >= 70 GiB that are not A100s, else 2048; then
@@ -219,9 +220,9 @@ int64_t group_blocks_per_request(const KVCacheSpec& spec, int64_t max_in_flight_
 // vLLM get_num_blocks: max(available // page // layers, 0).
 int64_t vllm_num_gpu_blocks(int64_t available_bytes, int64_t page_size_bytes, int64_t num_layers);
 // vLLM: N / cdiv(L, bs), a double.
-double vllm_max_concurrency(int64_t num_gpu_blocks, int64_t max_model_len, int64_t block_size);
+double vllm_max_concurrency(int64_t num_gpu_blocks, int64_t max_model_len, int32_t block_size);
 // vLLM: int(N / cdiv(L, bs) * L), operations in that order.
-int64_t vllm_kv_cache_tokens(int64_t num_gpu_blocks, int64_t max_model_len, int64_t block_size);
+int64_t vllm_kv_cache_tokens(int64_t num_gpu_blocks, int64_t max_model_len, int32_t block_size);
 
 // "491,520": Python's "{:,}".
 std::string format_thousands(int64_t value);

@@ -66,7 +66,7 @@ struct GroupStepTables {
 
 struct StepBatch {
   int64_t step_index = 0;
-  int32_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   std::vector<TokenWrite> writes;
   std::vector<int64_t> slot_mapping;
   std::vector<SequenceRead> reads;

@@ -28,7 +28,7 @@ KvBackendKind parse_kv_backend_kind(std::string_view name);
 struct KvBackendConfig {
   KvBackendKind kind = KvBackendKind::kNull;
   int64_t num_blocks = 0;  // pool size N, null block included
-  int32_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   int32_t num_layers = 1;
   int32_t num_kv_heads = 1;
   int32_t head_dim = 128;

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "kvsim/core/types.h"
 #include "kvsim/cuda/detail/hd.h"
 
 namespace kvsim {
@@ -39,7 +40,7 @@ const char* kv_layout_name(KvLayoutKind layout);
 
 struct KvCacheLayout {
   int64_t num_blocks = 0;
-  int32_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   int32_t num_layers = 1;
   int32_t num_kv_heads = 1;
   int32_t head_dim = 128;

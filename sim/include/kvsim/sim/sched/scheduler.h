@@ -81,7 +81,7 @@ struct SchedulerConfig {
   bool scheduler_reserve_full_isl = true;  // full-sequence admission gate
   int32_t num_lookahead_tokens = 0;
   int32_t max_model_len = 0;  // L
-  int32_t block_size = 16;
+  int32_t block_size = kDefaultBlockSize;
   int32_t num_gpu_blocks = 0;  // N, null block included
   PreemptionMode preemption_mode = PreemptionMode::RECOMPUTE;
   int64_t num_host_swap_slots = 0;  // SWAP: host blocks (one device block each); >= 0

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvsim/core/types.h"
 #include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
@@ -66,9 +67,9 @@ struct TraceGenOptions {
   int32_t prefix_groups = 0;
   int32_t prefix_tokens = 0;
   PrefixEncoding prefix_encoding = PrefixEncoding::HASH_IDS;
-  int32_t hash_block_size = 16;  // tokens per hash id (HASH_IDS)
-  int32_t vocab_size = 32000;    // token ids are drawn from [0, vocab_size) (TOKEN_IDS)
-  int32_t priority_levels = 1;   // >1: priorities drawn uniformly from [0, priority_levels)
+  int32_t hash_block_size = kDefaultBlockSize;  // tokens per hash id (HASH_IDS): vLLM's block size
+  int32_t vocab_size = 32000;   // token ids are drawn from [0, vocab_size) (TOKEN_IDS)
+  int32_t priority_levels = 1;  // >1: priorities drawn uniformly from [0, priority_levels)
 };
 
 // Draws clipped to the valid range, per length (empirical lengths of 0 count too: they become 1).
