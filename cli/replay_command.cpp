@@ -15,6 +15,7 @@
 #include "cluster_flags.h"
 #include "commands.h"
 #include "interrupt.h"
+#include "kvsim/run/parameters.h"
 #include "kvsim/run/replay_job.h"
 #include "kvsim/sim/report/cluster_report.h"
 #include "kvsim/sim/report/report.h"
@@ -152,7 +153,7 @@ void register_replay_command(CLI::App& app) {
   add_scheduler_options(cmd, o->job.sched);
   add_cluster_options(*cmd, o->cluster);
   cmd->add_option("--backend", o->job.backend, "KV storage: null | host | cuda")
-      ->check(CLI::IsMember({"null", "host", "cuda"}))
+      ->check(one_of(run::kBackendNames))
       ->capture_default_str();
   cmd->add_option("--backend-max-layers", o->job.backend_max_layers,
                   "Keep only this many layers in a host/cuda pool (0 = all)")
@@ -160,7 +161,7 @@ void register_replay_command(CLI::App& app) {
   cmd->add_option("--preemption-mode", o->job.preemption_mode,
                   "recompute (vLLM v1's only mode, default) | swap (KV to host and back, as vLLM "
                   "V0)")
-      ->check(CLI::IsMember({"recompute", "swap"}));
+      ->check(one_of(run::kPreemptionModes));
   cmd->add_option("--swap-space-gib", o->job.swap_space_gib,
                   "Host swap space for --preemption-mode swap, GiB (default 4, vLLM V0's)");
   cmd->add_option("--swap-bandwidth-gbps", o->job.swap_bandwidth_gbps,

@@ -1,5 +1,6 @@
 #include "scheduler_flags.h"
 
+#include "kvsim/run/parameters.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -43,7 +44,7 @@ void add_scheduler_options(CLI::App* app, run::SchedulerOptions& o) {
          "Prefix caching off")
       ->group(group);
   app->add_option("--scheduling-policy", o.policy, "fcfs | priority")
-      ->check(CLI::IsMember({"fcfs", "priority"}))
+      ->check(one_of(run::kSchedulingPolicies))
       ->capture_default_str()
       ->group(group);
   app->add_option("--watermark", o.watermark,

@@ -1,6 +1,7 @@
 #include "trace_flags.h"
 
 #include "interrupt.h"
+#include "kvsim/run/parameters.h"
 #include "kvsim/run/trace_input.h"
 #include "validators.h"
 
@@ -11,8 +12,7 @@ void add_trace_options(CLI::App* app, TraceReadOptions& o) {
   app->add_option_function<std::string>(
          "--format", [&o](const std::string& s) { o.format = parse_trace_format(s); },
          "Trace layout (default: detected from the header or first record)")
-      ->check(CLI::IsMember(
-          {"auto", "azure", "vidur", "burstgpt", "mooncake", "bailian", "sharegpt", "kvsim"}))
+      ->check(one_of(run::kTraceFormatNames))
       ->default_str("auto")
       ->group(group);
   app->add_option("--max-requests", o.max_requests,
@@ -33,7 +33,7 @@ void add_trace_options(CLI::App* app, TraceReadOptions& o) {
   app->add_option_function<std::string>(
          "--arrival", [&o](const std::string& s) { o.arrival = parse_arrival_mode(s); },
          "Arrival times: the trace's, all at t=0, or synthetic Poisson at --rate")
-      ->check(CLI::IsMember({"trace", "all-at-once", "poisson"}))
+      ->check(one_of(run::kArrivalModeNames))
       ->default_str("trace")
       ->group(group);
   app->add_option("--rate", o.rate, "Requests per second for --arrival poisson (required there)")

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -45,6 +47,10 @@ CLI::Validator non_negative() {
 CLI::Validator fraction_below_one() {
   return number_check(
       "in [0,1)", [](long double v) { return v >= 0 && v < 1; }, "in [0, 1)");
+}
+
+CLI::Validator one_of(std::span<const std::string_view> names) {
+  return CLI::IsMember(std::vector<std::string>(names.begin(), names.end()));
 }
 
 uint64_t parse_u64(std::string_view flag, std::string_view text) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,9 @@ namespace kvsim::cli {
 CLI::Validator positive();            // > 0
 CLI::Validator non_negative();        // >= 0
 CLI::Validator fraction_below_one();  // [0, 1)
+
+// CLI::IsMember over the run room's list of accepted names (kvsim/run/parameters.h).
+CLI::Validator one_of(std::span<const std::string_view> names);
 
 // A decimal integer in [0, 2^64 - 1] (kvsim::parse_integer's grammar: an optional '+', no '-',
 // no blanks, no overflow). Throws

@@ -6,8 +6,8 @@ given ones are type-checked here, grouped, and handed to the extension, whose ru
 resolves and checks them as it does for the CLI.
 
 The settings of the run room's option structs, their groups, kinds and boundary rules come from
-its parameter table (run/include/kvsim/run/parameters.h, exported as ``_kvsim.PARAMETERS``); the
-trace-reading keywords and each function's own (jobs, concurrency, ...) are declared below.
+its parameter table (run/include/kvsim/run/parameters.h, exported as ``_kvsim.PARAMETERS``); each
+function's own keywords (jobs, concurrency, ...) are declared below.
 """
 
 from __future__ import annotations
@@ -34,27 +34,10 @@ REPLAY_KEYS = _keys("replay")
 # The cluster mode of replay (`kvsim replay --replicas N --router R ...`, docs/cluster.md); size
 # takes them all but replicas and slo_stop_early.
 CLUSTER_KEYS = _keys("cluster")
-TRACE_KEYS = (
-    "format", "max_requests", "start", "duration", "time_scale", "arrival", "rate", "seed",
-    "skip_bad_rows", "max_input_bytes", "max_line_bytes", "hash_block_size",
-)
+TRACE_KEYS = _keys("trace")
 
-# Kinds and rules of the keywords outside the table: the trace keywords (sim's
-# TraceReadOptions) and the functions' own.
+# Kinds and rules of the functions' own keywords (outside the run room's option structs).
 _LOCAL = {
-    "format": ("str", "any", ("auto", "azure", "vidur", "burstgpt", "mooncake", "bailian",
-                              "sharegpt", "kvsim")),
-    "arrival": ("str", "any", ("trace", "all-at-once", "poisson")),
-    "max_requests": ("int", "non_negative", ()),
-    "start": ("float", "non_negative", ()),
-    "duration": ("float", "non_negative", ()),
-    "time_scale": ("float", "positive", ()),
-    "rate": ("float", "positive", ()),
-    "seed": ("uint64", "non_negative", ()),
-    "skip_bad_rows": ("bool", "any", ()),
-    "max_input_bytes": ("int", "positive", ()),
-    "max_line_bytes": ("int", "positive", ()),
-    "hash_block_size": ("int", "positive", ()),
     "concurrency": ("int", "positive", ()),
     "jobs": ("int", "positive", ()),
     "max_replicas": ("int", "positive", ()),

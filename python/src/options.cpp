@@ -32,7 +32,13 @@ class Kwargs {
   template <typename T>
   void take(const char* key, T& into) {
     if (!d_.contains(key)) return;
-    into = cast<T>(key, d_[key]);
+    if constexpr (std::is_same_v<T, TraceFormat>) {
+      into = parse_trace_format(cast<std::string>(key, d_[key]));
+    } else if constexpr (std::is_same_v<T, ArrivalMode>) {
+      into = parse_arrival_mode(cast<std::string>(key, d_[key]));
+    } else {
+      into = cast<T>(key, d_[key]);
+    }
     nb::del(d_[key]);
   }
   template <typename T>
@@ -98,21 +104,7 @@ run::SchedulerOptions scheduler_options_from(nb::dict kwargs) {
 TraceReadOptions trace_options_from(nb::dict kwargs) {
   Kwargs k(kwargs, "trace options");
   TraceReadOptions o;
-  std::string format = "auto", arrival = "trace";
-  k.take("format", format);
-  k.take("arrival", arrival);
-  o.format = parse_trace_format(format);
-  o.arrival = parse_arrival_mode(arrival);
-  k.take("max_requests", o.max_requests);
-  k.take("start", o.start_s);
-  k.take("duration", o.duration_s);
-  k.take("time_scale", o.time_scale);
-  k.take("rate", o.rate);
-  k.take("seed", o.seed);
-  k.take("skip_bad_rows", o.skip_bad_rows);
-  k.take("max_input_bytes", o.limits.max_bytes);
-  k.take("max_line_bytes", o.limits.max_line_bytes);
-  k.take("hash_block_size", o.hash_block_size);
+  run::visit_trace_params(o, [&k](const run::Param& p, auto& field) { k.take(p.id, field); });
   k.finish();
   return o;
 }
@@ -145,8 +137,8 @@ const char* kind_of() {
   } else if constexpr (std::is_floating_point_v<T>) {
     return "float";
   } else {
-    static_assert(std::is_same_v<T, std::string>, "a setting of another type");
-    return "str";
+    static_assert(std::is_same_v<T, std::string> || std::is_enum_v<T>, "a setting of another type");
+    return "str";  // an enum is given by name
   }
 }
 template <typename T>
@@ -195,6 +187,8 @@ nb::dict parameter_table(const std::vector<std::string>& router_names) {
   run::visit_replay_params(replay, add("replay"));
   const run::ClusterOptions cluster;
   run::visit_cluster_params(cluster, add("cluster"));
+  const TraceReadOptions trace;
+  run::visit_trace_params(trace, add("trace"));
   return table;
 }
 

@@ -19,6 +19,7 @@
 #include "kvsim/run/plan_options.h"
 #include "kvsim/run/replay_job.h"
 #include "kvsim/run/scheduler_options.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim::run {
 
@@ -35,6 +36,10 @@ struct Param {
 inline constexpr std::array<std::string_view, 2> kSchedulingPolicies = {"fcfs", "priority"};
 inline constexpr std::array<std::string_view, 3> kBackendNames = {"null", "host", "cuda"};
 inline constexpr std::array<std::string_view, 2> kPreemptionModes = {"recompute", "swap"};
+inline constexpr std::array<std::string_view, 8> kTraceFormatNames = {
+    "auto", "azure", "vidur", "burstgpt", "mooncake", "bailian", "sharegpt", "kvsim"};
+inline constexpr std::array<std::string_view, 3> kArrivalModeNames = {"trace", "all-at-once",
+                                                                      "poisson"};
 
 // visit(param, field) for every setting of the group; O is the options struct or const of it.
 template <typename O, typename Visit>
@@ -111,6 +116,24 @@ void visit_cluster_params(O& o, Visit&& visit) {
   visit(Param{"slo_tpot_p99", ValueRule::kPositive}, o.slo_tpot_p99);
   visit(Param{"slo_e2e_p99", ValueRule::kPositive}, o.slo_e2e_p99);
   visit(Param{"slo_stop_early"}, o.slo_stop_early);
+}
+
+// How a trace is read (format and arrival are the names parse_trace_format /
+// parse_arrival_mode take; the enum fields are filled from them).
+template <typename O, typename Visit>
+void visit_trace_params(O& o, Visit&& visit) {
+  visit(Param{"format", ValueRule::kAny, kTraceFormatNames}, o.format);
+  visit(Param{"max_requests", ValueRule::kNonNegative}, o.max_requests);
+  visit(Param{"start", ValueRule::kNonNegative}, o.start_s);
+  visit(Param{"duration", ValueRule::kNonNegative}, o.duration_s);
+  visit(Param{"time_scale", ValueRule::kPositive}, o.time_scale);
+  visit(Param{"arrival", ValueRule::kAny, kArrivalModeNames}, o.arrival);
+  visit(Param{"rate", ValueRule::kPositive}, o.rate);
+  visit(Param{"seed"}, o.seed);
+  visit(Param{"skip_bad_rows"}, o.skip_bad_rows);
+  visit(Param{"max_input_bytes", ValueRule::kPositive}, o.limits.max_bytes);
+  visit(Param{"max_line_bytes", ValueRule::kPositive}, o.limits.max_line_bytes);
+  visit(Param{"hash_block_size", ValueRule::kPositive}, o.hash_block_size);
 }
 
 }  // namespace kvsim::run
