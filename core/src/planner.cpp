@@ -331,6 +331,11 @@ int64_t vllm_kv_cache_tokens(int64_t n, int64_t max_model_len, int32_t block_siz
   return static_cast<int64_t>(tokens);
 }
 
+int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int32_t block_size,
+                                 int64_t max_model_len) {
+  return max_model_len > 0 ? num_gpu_blocks * block_size / max_model_len : 0;
+}
+
 std::string format_thousands(int64_t value) {
   const std::string digits = std::to_string(value < 0 ? -value : value);
   std::string out;

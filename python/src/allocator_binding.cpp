@@ -261,8 +261,8 @@ void register_allocator(nb::module_& m) {
             c.watermark = watermark;
             new (self) KVCacheManager(c);
           },
-          nb::arg("num_gpu_blocks"), nb::arg("block_size") = 16, nb::arg("max_model_len"),
-          nb::arg("enable_caching") = true, nb::arg("watermark") = 0.0,
+          nb::arg("num_gpu_blocks"), nb::arg("block_size") = kDefaultBlockSize,
+          nb::arg("max_model_len"), nb::arg("enable_caching") = true, nb::arg("watermark") = 0.0,
           "A manager over a new pool of num_gpu_blocks blocks of block_size tokens.")
       .def_prop_ro("block_size", [](const KVCacheManager& k) { return k.block_size(); })
       .def_prop_ro(

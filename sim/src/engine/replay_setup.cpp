@@ -11,7 +11,6 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/param.h"
-#include "kvsim/sim/report/report.h"
 
 namespace kvsim {
 namespace {

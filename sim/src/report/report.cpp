@@ -36,11 +36,6 @@ double ns_to_seconds(int64_t ns) {
 
 }  // namespace
 
-int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int32_t block_size,
-                                 int64_t max_model_len) {
-  return max_model_len > 0 ? num_gpu_blocks * block_size / max_model_len : 0;
-}
-
 std::string format_bad_rows(const Trace& trace, std::string_view prefix) {
   if (trace.bad_row_examples.empty()) return {};
   std::string out = fmt::format("{}: {}; first bad rows:\n", prefix, describe_dropped(trace));

@@ -223,6 +223,9 @@ int64_t vllm_num_gpu_blocks(int64_t available_bytes, int64_t page_size_bytes, in
 double vllm_max_concurrency(int64_t num_gpu_blocks, int64_t max_model_len, int32_t block_size);
 // vLLM: int(N / cdiv(L, bs) * L), operations in that order.
 int64_t vllm_kv_cache_tokens(int64_t num_gpu_blocks, int64_t max_model_len, int32_t block_size);
+// The lesson's formula over a pool: floor(N * block_size / L) (N counts the null block, as
+// vLLM's capacity logs do); 0 for L <= 0.
+int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int32_t block_size, int64_t max_model_len);
 
 // "491,520": Python's "{:,}".
 std::string format_thousands(int64_t value);

@@ -53,9 +53,6 @@ struct ReportContext {
   int64_t backend_layers = 0;
 };
 
-// The lesson's formula over a pool: floor(N * block_size / L) (N counts the null block, as
-// vLLM's capacity logs do).
-int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int32_t block_size, int64_t max_model_len);
 
 // For stderr, when --skip-bad-rows dropped malformed rows: "<prefix>: <describe_dropped>; first
 // bad rows:" then each of trace.bad_row_examples verbatim on its own line, indented by two
