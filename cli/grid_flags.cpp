@@ -6,6 +6,8 @@
 
 #include "kvsim/run/grid_values.h"
 #include "kvsim/sim/traces/trace_line_reader.h"
+#include "plan_flags.h"
+#include "trace_flags.h"
 #include "validators.h"
 
 namespace kvsim::cli {
@@ -23,10 +25,36 @@ CLI::Option* add_list_option(CLI::App* cmd, const char* flag, const char* help,
       ->type_name("LIST");
 }
 
-void append_int32_list(std::vector<int32_t>& to, const char* flag, std::string_view param_id,
-                       const std::string& text) {
-  const std::vector<int32_t> v = run::to_int32_values(param_id, parse_int_list(flag, text));
-  to.insert(to.end(), v.begin(), v.end());
+CLI::Option* add_int32_list_option(CLI::App* cmd, const char* flag, std::string_view param_id,
+                                   const char* help, std::vector<int32_t>& into) {
+  return add_list_option(
+      cmd, flag, help, [flag, id = std::string(param_id), &into](const std::string& s) {
+        const std::vector<int32_t> v = run::to_int32_values(id, parse_int_list(flag, s));
+        into.insert(into.end(), v.begin(), v.end());
+      });
+}
+
+CLI::Option* add_kv_cache_dtype_list_option(CLI::App* cmd, const char* flag,
+                                            std::string_view param_id, const char* help,
+                                            std::vector<std::string>& into) {
+  return add_list_option(cmd, flag, help,
+                         [flag, id = std::string(param_id), &into](const std::string& s) {
+                           for (const std::string& d : split_list(flag, s)) {
+                             run::check_kv_cache_dtype(id, d);
+                             into.push_back(d);
+                           }
+                         });
+}
+
+CLI::App* add_grid_command(CLI::App& app, const char* name, const char* description,
+                           std::string& trace_path, run::PlanOptions& plan, TraceReadOptions& trace,
+                           const char* max_model_len_help) {
+  CLI::App* cmd = app.add_subcommand(name, description);
+  cmd->add_option("TRACE", trace_path, "Trace file (any format kvsim replay reads)");
+  add_model_card_options(cmd, plan);
+  cmd->get_option("--max-model-len")->description(max_model_len_help);
+  add_trace_options(cmd, trace);
+  return cmd;
 }
 
 bool is_execution_flag(const std::string& name, std::initializer_list<std::string_view> outputs) {

@@ -23,10 +23,21 @@ namespace kvsim::cli {
 CLI::Option* add_list_option(CLI::App* cmd, const char* flag, const char* help,
                              std::function<void(const std::string&)> parse);
 
-// `text` as positive 32-bit integers (parse_int_list, then run::to_int32_values), appended to
-// `to`.
-void append_int32_list(std::vector<int32_t>& to, const char* flag, std::string_view param_id,
-                       const std::string& text);
+// A list of positive 32-bit integers (parse_int_list, then run::to_int32_values, `param_id`
+// naming the parameter in range errors), appended to `into`.
+CLI::Option* add_int32_list_option(CLI::App* cmd, const char* flag, std::string_view param_id,
+                                   const char* help, std::vector<int32_t>& into);
+// A list of KV cache dtypes, each refused as it is parsed (before anything runs) when vLLM does
+// not know it.
+CLI::Option* add_kv_cache_dtype_list_option(CLI::App* cmd, const char* flag,
+                                            std::string_view param_id, const char* help,
+                                            std::vector<std::string>& into);
+
+// The start of a grid command: the subcommand, its TRACE and the model/card and trace flags
+// (--max-model-len described by `max_model_len_help`).
+CLI::App* add_grid_command(CLI::App& app, const char* name, const char* description,
+                           std::string& trace_path, run::PlanOptions& plan, TraceReadOptions& trace,
+                           const char* max_model_len_help);
 
 // Flags that do not change a grid command's results (kept out of its fingerprint): --jobs,
 // --shard, --quiet, --merge, --help, and the command's `outputs` (e.g. --csv).

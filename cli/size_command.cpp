@@ -268,20 +268,17 @@ void register_size_command(CLI::App& app) {
   auto opts = std::make_shared<SizeOptions>();
   SizeOptions& o = *opts;
   run::SizeJobOptions& j = o.job;
-  CLI::App* cmd = app.add_subcommand(
-      "size",
-      "Fewest replicas of each card/TP/KV dtype that serve a trace within a latency SLO, by cost");
-  cmd->add_option("TRACE", o.trace_path, "Trace file (any format kvsim replay reads)");
-  add_model_card_options(cmd, j.plan);
+  CLI::App* cmd = add_grid_command(
+      app, "size",
+      "Fewest replicas of each card/TP/KV dtype that serve a trace within a latency SLO, by cost",
+      o.trace_path, j.plan, j.trace,
+      "Context length (default: the model's max_position_embeddings)");
   // The card, TP, KV dtype and block size are searched; per-card pool sizes make no sense here.
   for (const char* flag :
        {"--gpu", "--vram-gib", "--gpu-spec", "--weights-gib", "--kv-cache-dtype", "--tp",
         "--block-size", "--num-gpu-blocks-override", "--kv-cache-memory-bytes"}) {
     cmd->remove_option(cmd->get_option(flag));
   }
-  cmd->get_option("--max-model-len")
-      ->description("Context length (default: the model's max_position_embeddings)");
-  add_trace_options(cmd, j.trace);
   add_scheduler_options(cmd, j.sched);
   cmd->add_option("--max-num-batched-tokens", j.max_num_batched_tokens,
                   "Token budget per step (default: vLLM's for the card)")
@@ -299,26 +296,18 @@ void register_size_command(CLI::App& app) {
                     for (std::string& g : split_list("--gpus", s)) j.axes.gpus.push_back(g);
                   })
       ->group(grid);
-  add_list_option(cmd, "--tp", "Tensor-parallel sizes, e.g. 1,2,4,8 (required)",
-                  [&j](const std::string& s) {
-                    append_int32_list(j.axes.tensor_parallel_sizes, "--tp", "tp", s);
-                  })
+  add_int32_list_option(cmd, "--tp", "tp", "Tensor-parallel sizes, e.g. 1,2,4,8 (required)",
+                        j.axes.tensor_parallel_sizes)
       ->group(grid);
-  add_list_option(cmd, "--kv-cache-dtype", "KV cache dtypes, e.g. auto,fp8 (default auto)",
-                  [&j](const std::string& s) {
-                    for (const std::string& d : split_list("--kv-cache-dtype", s)) {
-                      run::check_kv_cache_dtype("kv_cache_dtype", d);  // a typo up front
-                      j.axes.kv_cache_dtypes.push_back(d);
-                    }
-                  })
+  add_kv_cache_dtype_list_option(cmd, "--kv-cache-dtype", "kv_cache_dtype",
+                                 "KV cache dtypes, e.g. auto,fp8 (default auto)",
+                                 j.axes.kv_cache_dtypes)
       ->group(grid);
-  add_list_option(cmd, "--block-sizes", "Block sizes (default 16)", [&j](const std::string& s) {
-    append_int32_list(j.axes.block_sizes, "--block-sizes", "block_sizes", s);
-  })->group(grid);
-  add_list_option(cmd, "--max-num-seqs", "max_num_seqs values (default: vLLM's for the card)",
-                  [&j](const std::string& s) {
-                    append_int32_list(j.axes.max_num_seqs, "--max-num-seqs", "max_num_seqs", s);
-                  })
+  add_int32_list_option(cmd, "--block-sizes", "block_sizes", "Block sizes (default 16)",
+                        j.axes.block_sizes)
+      ->group(grid);
+  add_int32_list_option(cmd, "--max-num-seqs", "max_num_seqs",
+                        "max_num_seqs values (default: vLLM's for the card)", j.axes.max_num_seqs)
       ->group(grid);
 
   const char* search = "Search";

@@ -132,22 +132,16 @@ void register_sweep_command(CLI::App& app) {
   auto opts = std::make_shared<SweepOptions>();
   SweepOptions& o = *opts;
   run::SweepJobOptions& j = o.job;
-  CLI::App* cmd = app.add_subcommand(
-      "sweep",
-      "Replay one trace over a grid of block sizes, pool sizes, KV dtypes and batch limits");
-  cmd->add_option("TRACE", o.trace_path, "Trace file (any format kvsim replay reads)");
-  add_model_card_options(cmd, j.plan);
-  cmd->get_option("--max-model-len")
-      ->description(
-          "Context length (default: the model's max_position_embeddings; a model without one "
-          "uses 1 + the trace's longest input + output)");
-  add_trace_options(cmd, o.trace);
+  CLI::App* cmd = add_grid_command(
+      app, "sweep",
+      "Replay one trace over a grid of block sizes, pool sizes, KV dtypes and batch limits",
+      o.trace_path, j.plan, o.trace,
+      "Context length (default: the model's max_position_embeddings; a model without one uses 1 "
+      "+ the trace's longest input + output)");
 
   const char* grid = "Sweep grid (comma-separated lists)";
-  add_list_option(cmd, "--block-sizes", "Block sizes, e.g. 1,8,16,32,64,128,256",
-                  [&j](const std::string& s) {
-                    append_int32_list(j.axes.block_sizes, "--block-sizes", "block_sizes", s);
-                  })
+  add_int32_list_option(cmd, "--block-sizes", "block_sizes",
+                        "Block sizes, e.g. 1,8,16,32,64,128,256", j.axes.block_sizes)
       ->group(grid);
   add_list_option(cmd, "--gpu-memory-utilizations", "Memory utilizations, e.g. 0.8,0.9,0.92",
                   [&j](const std::string& s) {
@@ -163,25 +157,15 @@ void register_sweep_command(CLI::App& app) {
                     }
                   })
       ->group(grid);
-  add_list_option(cmd, "--kv-cache-dtypes", "KV dtypes, e.g. bfloat16,fp8",
-                  [&j](const std::string& s) {
-                    for (const std::string& d : split_list("--kv-cache-dtypes", s)) {
-                      run::check_kv_cache_dtype("kv_cache_dtypes", d);  // before any replay
-                      j.axes.kv_cache_dtypes.push_back(d);
-                    }
-                  })
+  add_kv_cache_dtype_list_option(cmd, "--kv-cache-dtypes", "kv_cache_dtypes",
+                                 "KV dtypes, e.g. bfloat16,fp8", j.axes.kv_cache_dtypes)
       ->group(grid);
-  add_list_option(cmd, "--max-num-seqs", "max_num_seqs values (default: vLLM's for the card)",
-                  [&j](const std::string& s) {
-                    append_int32_list(j.axes.max_num_seqs, "--max-num-seqs", "max_num_seqs", s);
-                  })
+  add_int32_list_option(cmd, "--max-num-seqs", "max_num_seqs",
+                        "max_num_seqs values (default: vLLM's for the card)", j.axes.max_num_seqs)
       ->group(grid);
-  add_list_option(cmd, "--max-num-batched-tokens",
-                  "Token budgets per step (default: vLLM's for the card)",
-                  [&j](const std::string& s) {
-                    append_int32_list(j.axes.max_num_batched_tokens, "--max-num-batched-tokens",
-                                      "max_num_batched_tokens", s);
-                  })
+  add_int32_list_option(cmd, "--max-num-batched-tokens", "max_num_batched_tokens",
+                        "Token budgets per step (default: vLLM's for the card)",
+                        j.axes.max_num_batched_tokens)
       ->group(grid);
 
   add_scheduler_options(cmd, j.sched);

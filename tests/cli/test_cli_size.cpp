@@ -5,40 +5,30 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_grid_fixture.h"
 #include "cli_run.h"
 
+namespace kvsim_cli_test {
 namespace {
-
-using kvsim_cli_test::cat;
-using kvsim_cli_test::CliRun;
-using kvsim_cli_test::run_kvsim;
-using kvsim_cli_test::slurp;
 
 namespace fs = std::filesystem;
 
-class CliSize : public ::testing::Test {
+class CliSize : public CliGridFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kvsim_cli_size_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    // A small Vidur-format trace: 150 requests, 20 ms apart (a burst one replica cannot serve
-    // within the SLO on every card).
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int> in(200, 3000), out(20, 300);
-    std::ofstream t(dir_ / "trace.csv");
-    t << "arrived_at,num_prefill_tokens,num_decode_tokens\n";
-    for (int i = 0; i < 150; ++i) t << i * 0.02 << "," << in(rng) << "," << out(rng) << "\n";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // 150 requests, 20 ms apart (a burst one replica cannot serve within the SLO on every card).
+  CliSize()
+      : CliGridFixture({.seed = 7,
+                        .requests = 150,
+                        .gap_s = 0.02,
+                        .in_lo = 200,
+                        .in_hi = 3000,
+                        .out_lo = 20,
+                        .out_hi = 300}) {}
   // 2 cards x TP 1,2 x KV auto,fp8 = 8 candidates.
   std::string size(const std::string& extra) const {
     return cat({"size ", path("trace.csv"),
@@ -47,7 +37,6 @@ class CliSize : public ::testing::Test {
                 " --max-replicas 16 ",
                 extra});
   }
-  fs::path dir_;
 };
 
 TEST_F(CliSize, JsonIsRankedAndComplete) {
@@ -278,3 +267,4 @@ TEST_F(CliSize, EveryBadInputExits2) {
 }
 
 }  // namespace
+}  // namespace kvsim_cli_test

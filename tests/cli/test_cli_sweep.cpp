@@ -6,47 +6,37 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
-#include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
 
 #include <gtest/gtest.h>
 
+#include "cli_grid_fixture.h"
 #include "cli_run.h"
 
+namespace kvsim_cli_test {
 namespace {
-
-using kvsim_cli_test::cat;
-using kvsim_cli_test::CliRun;
-using kvsim_cli_test::run_kvsim;
-using kvsim_cli_test::slurp;
 
 namespace fs = std::filesystem;
 
-class CliSweep : public ::testing::Test {
+class CliSweep : public CliGridFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kvsim_cli_sweep_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    // A small Vidur-format trace: 120 requests, 10 ms apart.
-    std::mt19937 rng(11);
-    std::uniform_int_distribution<int> in(20, 1500), out(5, 200);
-    std::ofstream t(dir_ / "trace.csv");
-    t << "arrived_at,num_prefill_tokens,num_decode_tokens\n";
-    for (int i = 0; i < 120; ++i) t << i * 0.01 << "," << in(rng) << "," << out(rng) << "\n";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // 120 requests, 10 ms apart.
+  CliSweep()
+      : CliGridFixture({.seed = 11,
+                        .requests = 120,
+                        .gap_s = 0.01,
+                        .in_lo = 20,
+                        .in_hi = 1500,
+                        .out_lo = 5,
+                        .out_hi = 200}) {}
   std::string sweep(const std::string& extra) const {
     return cat({"sweep ", path("trace.csv"),
                 " --model qwen2.5-7b --gpu rtx4090 --max-model-len 2048 --step-time fixed:5"
                 " --block-sizes 8,16,64 --num-gpu-blocks 300,4000 --max-num-seqs 16,128 -q ",
                 extra});
   }
-  fs::path dir_;
 };
 
 TEST_F(CliSweep, JobsDoNotChangeTheCsv) {
@@ -138,3 +128,4 @@ TEST_F(CliSweep, BadInputIsOneLineExitTwo) {
 }
 
 }  // namespace
+}  // namespace kvsim_cli_test

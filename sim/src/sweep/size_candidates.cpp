@@ -50,28 +50,25 @@ std::vector<SizeCandidate> expand_size_candidates(const SizeAxes& axes) {
   check_grid_axis(axes.block_sizes, "block_sizes");
   check_grid_axis(axes.max_num_seqs, "max_num_seqs");
 
+  // A (card, TP) group is the candidates of one card and TP: the inner axes' product.
+  const auto block_sizes = grid_axis_values(axes.block_sizes);
+  const auto max_num_seqs = grid_axis_values(axes.max_num_seqs);
+  const auto group_size =
+      static_cast<int64_t>(dtypes.size() * block_sizes.size() * max_num_seqs.size());
   std::vector<SizeCandidate> out;
-  int64_t group = 0;
-  for (const std::string& gpu : gpus) {
-    for (int32_t tp : axes.tensor_parallel_sizes) {
-      for (const std::string& dtype : dtypes) {
-        for (const auto& bs : grid_axis_values(axes.block_sizes)) {
-          for (const auto& seqs : grid_axis_values(axes.max_num_seqs)) {
-            SizeCandidate c;
-            c.index = static_cast<int64_t>(out.size());
-            c.group = group;
-            c.gpu = gpu;
-            c.tensor_parallel_size = tp;
-            c.kv_cache_dtype = dtype;
-            c.block_size = bs;
-            c.max_num_seqs = seqs;
-            out.push_back(std::move(c));
-          }
-        }
-      }
-      ++group;
-    }
-  }
+  for_each_grid_point(
+      [&out, group_size](const std::string& gpu, int32_t tp, const std::string& dtype,
+                         const std::optional<int32_t>& bs, const std::optional<int32_t>& seqs) {
+        const auto index = static_cast<int64_t>(out.size());
+        out.push_back({.index = index,
+                       .group = index / group_size,
+                       .gpu = gpu,
+                       .tensor_parallel_size = tp,
+                       .kv_cache_dtype = dtype,
+                       .block_size = bs,
+                       .max_num_seqs = seqs});
+      },
+      gpus, axes.tensor_parallel_sizes, dtypes, block_sizes, max_num_seqs);
   return out;
 }
 

@@ -48,27 +48,20 @@ std::vector<SweepPoint> expand_sweep(const SweepAxes& axes) {
                                 param("num_gpu_blocks") + " both size the pool: give one");
   }
   std::vector<SweepPoint> points;
-  for (const auto& bs : grid_axis_values(axes.block_sizes)) {
-    for (const auto& util : grid_axis_values(axes.gpu_memory_utilizations)) {
-      for (const auto& blocks : grid_axis_values(axes.num_gpu_blocks)) {
-        for (const auto& dtype : grid_axis_values(axes.kv_cache_dtypes)) {
-          for (const auto& seqs : grid_axis_values(axes.max_num_seqs)) {
-            for (const auto& budget : grid_axis_values(axes.max_num_batched_tokens)) {
-              SweepPoint p;
-              p.index = static_cast<int64_t>(points.size());
-              p.block_size = bs;
-              p.gpu_memory_utilization = util;
-              p.num_gpu_blocks = blocks;
-              p.kv_cache_dtype = dtype;
-              p.max_num_seqs = seqs;
-              p.max_num_batched_tokens = budget;
-              points.push_back(std::move(p));
-            }
-          }
-        }
-      }
-    }
-  }
+  for_each_grid_point(
+      [&points](const auto& bs, const auto& util, const auto& blocks, const auto& dtype,
+                const auto& seqs, const auto& budget) {
+        points.push_back({.index = static_cast<int64_t>(points.size()),
+                          .block_size = bs,
+                          .gpu_memory_utilization = util,
+                          .num_gpu_blocks = blocks,
+                          .kv_cache_dtype = dtype,
+                          .max_num_seqs = seqs,
+                          .max_num_batched_tokens = budget});
+      },
+      grid_axis_values(axes.block_sizes), grid_axis_values(axes.gpu_memory_utilizations),
+      grid_axis_values(axes.num_gpu_blocks), grid_axis_values(axes.kv_cache_dtypes),
+      grid_axis_values(axes.max_num_seqs), grid_axis_values(axes.max_num_batched_tokens));
   return points;
 }
 

@@ -1,5 +1,6 @@
 // One axis of a grid of runs (kvsim sweep's block sizes, kvsim size's cards, ...): the values a
-// flag lists, checked, and expanded with "unset" standing for an axis the user did not give.
+// flag lists, checked, and expanded with "unset" standing for an axis the user did not give; and
+// the grid itself, the product of its axes.
 #pragma once
 
 #include <optional>
@@ -40,6 +41,20 @@ template <typename T>
 std::vector<std::optional<T>> grid_axis_values(const std::vector<T>& values) {
   if (values.empty()) return {std::nullopt};
   return {values.begin(), values.end()};
+}
+
+// The Cartesian product of `axes` (each a range, e.g. grid_axis_values(...)): calls fn with one
+// entry of each, for every combination, the first axis outermost (grid order: the calls' count
+// so far is the point's index).
+template <typename Fn, typename Axis, typename... Rest>
+void for_each_grid_point(Fn&& fn, const Axis& axis, const Rest&... rest) {
+  for (const auto& v : axis) {
+    if constexpr (sizeof...(Rest) == 0) {
+      fn(v);
+    } else {
+      for_each_grid_point([&fn, &v](const auto&... tail) { fn(v, tail...); }, rest...);
+    }
+  }
 }
 
 }  // namespace kvsim
