@@ -345,50 +345,11 @@ _SIZE_PLAN_KEYS = (
 )
 _SIZE_CLUSTER_KEYS = tuple(k for k in _options.CLUSTER_KEYS
                            if k not in ("replicas", "slo_stop_early"))
-# The order in which `kvsim size` registers the flags it passes on to each candidate's
-# replay_command (cli/size_command.cpp replay_command_prefix walks them in this order): the
-# model/card flags, the trace flags, the scheduler flags, --max-num-batched-tokens, the SLO
-# flags and the router flags but --router (which the command names at its end).
-_REPLAY_COMMAND_ORDER = (
-    _SIZE_PLAN_KEYS + _options.TRACE_KEYS + _options.SCHEDULER_KEYS
-    + ("max_num_batched_tokens", "slo_ttft_p99", "slo_tpot_p99", "slo_e2e_p99")
-    + tuple(k for k in _SIZE_CLUSTER_KEYS if not k.startswith("slo_") and k != "router")
-)
-
-
-def _shell_quote(s: str) -> str:
-    """POSIX shell quoting as cli/size_command.cpp's shell_quote does it."""
-    plain = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=+@%")
-    if s and all(c in plain for c in s):
-        return s
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
 def _flag_text(value: Any) -> str:
     """A keyword's value as a command-line value (1.0 -> '1', 0.25 -> '0.25')."""
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
     return str(value)
-
-
-def _replay_flags(given: dict) -> str:
-    """The flags of `kvsim replay` that reproduce the given keywords, in the CLI's order."""
-    out = ""
-    for key in _REPLAY_COMMAND_ORDER:
-        value = given.get(key)
-        if value is None:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            # Only the CLI's flags exist: --skip-bad-rows (no --no-), --no-scheduler-reserve-
-            # full-isl (no positive flag: the default).
-            if value and key != "scheduler_reserve_full_isl":
-                out += " " + flag
-            elif not value and key != "skip_bad_rows":
-                out += " --no-" + key.replace("_", "-")
-            continue
-        out += f" {flag} {_shell_quote(_flag_text(value))}"
-    return out
 
 
 def size(
@@ -462,13 +423,6 @@ def size(
     """
     given = dict(locals())
     t = _as_trace("size", given.pop("trace"))
-    if not (model is not None or config is not None
-            or (num_layers is not None and num_kv_heads is not None and head_dim is not None)):
-        raise ValueError("size(): a model is required (model, config, or num_layers, "
-                         "num_kv_heads and head_dim)")
-    for name in ("slo_ttft_p99", "slo_tpot_p99"):
-        if given[name] is None:
-            raise ValueError(f"size(): {name} is required (seconds)")
     plan_kw = _options.group("size", given, _SIZE_PLAN_KEYS)
     sched_kw = _options.group("size", given, _options.SCHEDULER_KEYS)
     cluster_kw = _options.group("size", given, _SIZE_CLUSTER_KEYS)
@@ -497,9 +451,6 @@ def size(
         return out
 
     gpu_list, tp_list = axis("gpus", str), axis("tp", int)
-    for name, values in (("gpus", gpu_list), ("tp", tp_list)):
-        if not values:
-            raise ValueError(f"size(): {name} is required (a non-empty list)")
     prices = []
     for name, usd in (gpu_price or {}).items():
         if not isinstance(name, str):
@@ -512,13 +463,12 @@ def size(
         prices.append(f"{name}={_flag_text(float(usd))}")
 
     from_file = t._read_kw is not None
-    prefix = ("kvsim replay " + _shell_quote(t.path)
-              + _replay_flags({**(t._read_kw or {}), **plan_kw, **sched_kw, **batched,
-                               **cluster_kw}))
+    # The settings given, which each candidate's replay_command repeats (the run room writes it).
+    settings = [*(t._read_kw or {}), *plan_kw, *sched_kw, *batched, *cluster_kw]
     text, table = _kvsim.size(t._handle, plan_kw, sched_kw, batched.get("max_num_batched_tokens"),
                               cluster_kw, gpu_list, tp_list, axis("kv_cache_dtype", str),
                               axis("block_sizes", int), axis("max_num_seqs", int), max_replicas,
-                              prices, early, jobs, prefix)
+                              prices, early, jobs, settings)
     import json
 
     data = json.loads(text)

@@ -107,6 +107,7 @@ NB_MODULE(_kvsim, m) {
   kvsim::python::register_errors(m);
   kvsim::python::register_trace(m);
   kvsim::python::register_runs(m);
+  kvsim::python::register_sweep(m);
   kvsim::python::register_size(m);
   kvsim::python::register_allocator(m);
 #ifdef KVSIM_HAVE_CALIBRATE

@@ -1,13 +1,11 @@
-// plan, replay (one engine or a cluster) and sweep: the run room's jobs (kvsim/run/), as the CLI
-// calls them, with the
-// results handed to Python as JSON text (parsed by the Python layer into attribute objects), CSV
-// text (sweep) and NumPy columns over the replay's own record vectors (timeline, requests).
+// plan and replay (one engine or a cluster): the run room's jobs (kvsim/run/), as the CLI calls
+// them, with the results handed to Python as JSON text (parsed by the Python layer into attribute
+// objects) and NumPy columns over the replay's own record vectors (timeline, requests).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -34,7 +32,6 @@
 #include "kvsim/sim/engine/step_time_model.h"
 #include "kvsim/sim/report/cluster_report.h"
 #include "kvsim/sim/report/report.h"
-#include "kvsim/sim/sweep/sweep.h"
 #include "options.h"
 #include "trace_binding.h"
 
@@ -195,58 +192,6 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   return nb::make_tuple(json, report, timeline, requests, all_rejected);
 }
 
-std::vector<int32_t> narrow(const char* what, const std::vector<int64_t>& v) {
-  std::vector<int32_t> out;
-  for (int64_t x : v) {
-    if (x > INT32_MAX || x < INT32_MIN) {
-      throw std::invalid_argument(fmt::format("{}: {} is too large", what, x));
-    }
-    out.push_back(static_cast<int32_t>(x));
-  }
-  return out;
-}
-
-// `kvsim sweep` (cli/sweep_command.cpp) minus printing and sharding: the CSV text.
-std::string sweep(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_kwargs,
-                  const std::vector<int64_t>& block_sizes,
-                  const std::vector<double>& gpu_memory_utilizations,
-                  const std::vector<int64_t>& num_gpu_blocks,
-                  const std::vector<std::string>& kv_cache_dtypes,
-                  const std::vector<int64_t>& max_num_seqs,
-                  const std::vector<int64_t>& max_num_batched_tokens, int32_t jobs) {
-  SweepAxes axes;
-  axes.block_sizes = narrow("block_sizes", block_sizes);
-  axes.gpu_memory_utilizations = gpu_memory_utilizations;
-  axes.num_gpu_blocks = num_gpu_blocks;
-  axes.kv_cache_dtypes = kv_cache_dtypes;
-  axes.max_num_seqs = narrow("max_num_seqs", max_num_seqs);
-  axes.max_num_batched_tokens = narrow("max_num_batched_tokens", max_num_batched_tokens);
-  const std::vector<SweepPoint> points = expand_sweep(axes);
-
-  const run::SchedulerOptions sched = scheduler_options_from(sched_kwargs);
-  SweepBase base;
-  base.plan = run::resolve_plan_inputs(plan_options_from(plan_kwargs));
-  run::apply(sched, base.settings);
-  base.step_time = sched.step_time;
-  const Trace& trace = *handle.trace;
-  run::require_requests(trace, handle.options);
-  const std::vector<SequenceLengths> lengths = trace_lengths(trace);
-
-  std::atomic<bool> stop{false};
-  const std::vector<SweepRow> rows = run_interruptible(
-      [&] {
-        const auto runner = [&](const SweepPoint& p) {
-          if (stop.load()) throw Cancelled();
-          return replay_sweep_point(base, trace, p);
-        };
-        return run_sweep(points, runner, lengths, jobs);
-      },
-      stop);
-  std::ostringstream csv;
-  write_sweep_csv(csv, rows, static_cast<int64_t>(points.size()));
-  return csv.str();
-}
-
 }  // namespace
 
 void register_runs(nb::module_& m) {
@@ -259,12 +204,6 @@ void register_runs(nb::module_& m) {
         "(JSON summary text, human report, timeline columns or None, request columns or None, "
         "the all-rejected message or None). "
         "Runs without the GIL; Ctrl-C raises KeyboardInterrupt.");
-  m.def("sweep", &sweep, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
-        nb::arg("block_sizes"), nb::arg("gpu_memory_utilizations"), nb::arg("num_gpu_blocks"),
-        nb::arg("kv_cache_dtypes"), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
-        nb::arg("jobs"),
-        "`kvsim sweep --csv -`: the CSV text. Runs without the GIL; Ctrl-C raises "
-        "KeyboardInterrupt before the next grid point starts.");
   m.attr("ADMISSION_STOP_NAMES") = admission_stop_names();
   m.attr("REJECT_REASON_NAMES") = code_names<RejectReason>(kNumRejectReasons);
   m.attr("ADMISSION_REASON_NAMES") = code_names<AdmissionRejectReason>(kNumAdmissionRejectReasons);

@@ -159,20 +159,22 @@ def test_errors_carry_the_cli_message(cli):
             (dict(gpus=["l40s"], tp=[1], gpu_price={"tpu": 5}),
              ["--gpus", "l40s", "--tp", 1, "--gpu-price", "tpu=5"],
              ("--gpu-price 'tpu=5'", "gpu_price='tpu=5'")),
-            # Checked by python/src/size_binding.cpp itself, still in the CLI's words.
             (dict(gpus=["l40s"], tp=[1], max_replicas=5000),
-             ["--gpus", "l40s", "--tp", 1, "--max-replicas", 5000], None)):
+             ["--gpus", "l40s", "--tp", 1, "--max-replicas", 5000],
+             ("--max-replicas 5000", "max_replicas=5000"))):
         message = cli.error("size", AZURE_CONV, "--max-requests", 50, *base_flags, *args)
         with pytest.raises(ValueError) as e:
             kvsim.size(t, **base, **kw)
-        assert str(e.value) == (in_python_spelling(message, spelled) if spelled else message)
+        assert str(e.value) == in_python_spelling(message, spelled)
         assert "\n" not in message
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(slo_tpot_p99=None), r"^size\(\): slo_tpot_p99 is required"),
-    (dict(model=None), r"^size\(\): a model is required"),
-    (dict(gpus=[]), r"^size\(\): gpus is required"),
+    # The run room's rules (run/size_job.cpp, the CLI's too), in Python's spelling.
+    (dict(slo_tpot_p99=None), r"^size: slo_tpot_p99= is required$"),
+    (dict(model=None), r"^size: a model is required \(model=, config=, or "
+                       r"num_layers=/num_kv_heads=/head_dim=\)$"),
+    (dict(gpus=[]), r"^gpus=: at least one GPU is required$"),
     (dict(slo_ttft_p99=-1), r"^size\(\): slo_ttft_p99 must be > 0"),
     (dict(max_replicas=0), r"^size\(\): max_replicas must be > 0"),
     (dict(gpu_price={"l40s": 0}), r"^size\(\): gpu_price\['l40s'\] must be a finite number > 0"),
