@@ -25,7 +25,7 @@
 
 #include "../scratch_dir_test.h"
 #include "kvsim/core/param.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace_parse.h"
 
 namespace kvsim {

@@ -15,7 +15,7 @@
 #include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_gen.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {

@@ -14,7 +14,7 @@
 #include "kvsim/sim/io/model_config.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/traces/trace.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {

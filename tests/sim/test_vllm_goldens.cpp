@@ -27,7 +27,7 @@
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
 #include "kvsim/sim/sched/scheduler.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim {
 namespace {

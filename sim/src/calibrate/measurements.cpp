@@ -16,7 +16,7 @@
 #include "kvsim/sim/io/csv.h"
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/io/strict_json.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim {
 namespace {

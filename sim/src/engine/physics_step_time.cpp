@@ -11,7 +11,7 @@
 
 #include "kvsim/core/param.h"
 #include "kvsim/sim/io/strict_json.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim {
 namespace {

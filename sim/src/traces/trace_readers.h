@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kvsim/sim/traces/trace.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim::detail {
 

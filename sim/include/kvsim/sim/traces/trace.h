@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim {
 

@@ -1,6 +1,7 @@
-// Text input for the trace readers: plain or gzip-compressed (detected by the gzip magic bytes
-// 1f 8b, not by the name), streamed in bounded chunks and split into lines, so that a trace of
-// any size is read in a few MiB of memory (a 10^7-request trace is ~900 MB of text).
+// Text input for kvsim's readers (traces, model configs, GPU specs, calibration files): plain or
+// gzip-compressed (detected by the gzip magic bytes 1f 8b, not by the name), streamed in bounded
+// chunks and split into lines, so that a trace of any size is read in a few MiB of memory (a
+// 10^7-request trace is ~900 MB of text).
 #pragma once
 
 #include <cstddef>

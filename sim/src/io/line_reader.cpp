@@ -12,8 +12,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/core/param.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
-#include "kvsim/sim/traces/trace_parse.h"
+#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim {
 namespace {
@@ -444,7 +443,8 @@ std::string_view LineReader::first_nonblank_line(int64_t* line_number) const {
     if (line_number) *line_number = number;
     std::string_view line(data + start, end - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!trace_parse::trim(line).empty()) return line;
+    // A line of blanks (spaces, tabs) is skipped like an empty one.
+    if (line.find_first_not_of(" \t") != std::string_view::npos) return line;
     if (nl == nullptr) return {};
     start = scan = end + 1;
   }
