@@ -5,7 +5,7 @@
 #include <fmt/core.h>
 
 #include "kvsim/run/grid_values.h"
-#include "kvsim/sim/traces/trace_line_reader.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "plan_flags.h"
 #include "trace_flags.h"
 #include "validators.h"
