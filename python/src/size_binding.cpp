@@ -39,6 +39,7 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
                int32_t max_replicas, const std::vector<std::string>& gpu_prices, bool early_stop,
                int32_t jobs, const std::vector<std::string>& given) {
   run::SizeJobOptions o;
+  o.reason_spelling = ParamSpelling::kPython;
   o.plan = plan_options_from(plan_kwargs);
   o.trace = handle.options;
   o.sched = scheduler_options_from(sched_kwargs);

@@ -224,6 +224,7 @@ SizeOutcome run_size_job(const SizeJob& job, const Trace& trace, const SizeHooks
   search.max_replicas = o.max_replicas;
   search.jobs = o.jobs;
   search.shard = job.shard;
+  search.spelling = o.reason_spelling;
   search.on_candidate_done = hooks.on_candidate_done;
   if (hooks.on_search_start) hooks.on_search_start();
   SizeOutcome out;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import pathlib
 import subprocess
 
@@ -73,6 +74,23 @@ def in_python_spelling(cli_message: str, *spellings: tuple[str, str]) -> str:
         out = out.replace(cli_text, python_text)
     assert "--" not in out, out
     return out
+
+
+def in_cli_spelling(python_text: str) -> str:
+    """Text the run room wrote for Python (a size result's reason) as the CLI writes it: each
+    parameter named as a keyword ("max_replicas=8", "tensor_parallel_size=") named as a flag
+    ("--max-replicas 8", "--tensor-parallel-size"). Only the run room's parameter ids are
+    rewritten, so a candidate's "tp=2 kv=fp8" stays as it is."""
+    from kvsim import _kvsim, _options
+
+    ids = sorted(set(_kvsim.PARAMETERS) | set(_options._LOCAL), key=len, reverse=True)
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, ids)) + r")=(\S*)")
+
+    def flag(m: re.Match) -> str:
+        name = "--" + m.group(1).replace("_", "-")
+        return f"{name} {m.group(2)}" if m.group(2) else name
+
+    return pattern.sub(flag, python_text)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kvsim
-from conftest import AZURE_CONV, MOONCAKE, flags, in_python_spelling
+from conftest import AZURE_CONV, MOONCAKE, flags, in_cli_spelling, in_python_spelling
 
 pd = pytest.importorskip("pandas")
 
@@ -75,8 +75,12 @@ def test_report_matches_cli_json(cli_runs, py_runs, name):
     assert isinstance(got, kvsim.SizeReport)
     assert "size_id" in expected and "size_id" not in got
     del expected["size_id"]
-    assert got.to_dict() == expected  # replay_command strings included
-    assert str(got) == table
+    # The reasons name parameters in each front end's spelling; everything else is the same.
+    as_cli = got.to_dict()
+    for c in as_cli["candidates"]:
+        c["reason"] = in_cli_spelling(c["reason"])
+    assert as_cli == expected  # replay_command strings included
+    assert in_cli_spelling(str(got)) == table
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -92,6 +96,8 @@ def test_candidates_match_cli_csv(cli_runs, py_runs, name):
                                        err_msg=col)
         elif a.dtype == bool:
             assert a.tolist() == [v in (True, "true") for v in b], col
+        elif col == "reason":  # parameters in each front end's spelling
+            assert [in_cli_spelling(r) for r in a.astype(str)] == b.fillna("").astype(str).tolist()
         else:
             assert a.astype(str).tolist() == b.fillna("").astype(str).tolist(), col
 
@@ -253,3 +259,9 @@ def test_no_feasible_candidate_warns_like_the_cli_exit_status(cli):
                        max_replicas=2)
     assert r.feasible == 0 and r.recommended is None
     assert r.candidates["verdict"].tolist() == ["slo_unreachable"]
+
+
+def test_reasons_name_parameters_as_keywords(py_runs):
+    reasons = [r for report in py_runs.values() for r in report.candidates["reason"] if r]
+    assert any("max_replicas=" in r for r in reasons), reasons
+    assert not any("--" in r for r in reasons), reasons

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kvsim/core/param.h"
 #include "kvsim/run/cluster_options.h"
 #include "kvsim/run/plan_options.h"
 #include "kvsim/run/scheduler_options.h"
@@ -51,6 +52,9 @@ struct SizeJobOptions {
   int32_t jobs = 1;                     // (card, TP) groups searched in parallel (threads)
   std::string shard;                    // "I/N": only groups with index % N == I; empty: all
   GivenSettings given;                  // for the replay commands and the trace-setting rules
+  // How a result's reason names parameters ("SLO unreachable at --max-replicas 8" for the CLI,
+  // "max_replicas=8" for Python): the calling front end's spelling.
+  ParamSpelling reason_spelling = ParamSpelling::kCli;
 };
 
 // A checked search: the candidates, prices and cluster configuration.
