@@ -39,13 +39,11 @@ struct ReplayCommandOptions {
   std::string timeline_path;
   std::string requests_path;
   bool no_progress = false;
-  bool no_steady_decode = false;
 };
 
 void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   run::ReplayOptions& job = o.job;
   if (cluster_flags_given(cmd)) job.cluster = o.cluster;
-  job.steady_decode = !o.no_steady_decode;
   job.record_timeline = !o.timeline_path.empty();
   job.record_requests = !o.requests_path.empty();
   check_trace_options(cmd, o.trace);
@@ -175,9 +173,10 @@ void register_replay_command(CLI::App& app) {
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_flag("--check-invariants", o->job.check_invariants,
                 "Check the allocator's invariants after every step (slow)");
-  cmd->add_flag("--no-steady-decode", o->no_steady_decode,
-                "Run every step through the general scheduler path (speed only: outputs are "
-                "identical; for checking and benchmarking)");
+  cmd->add_flag_callback(
+      "--no-steady-decode", [o] { o->job.steady_decode = false; },
+      "Run every step through the general scheduler path (speed only: outputs are "
+      "identical; for checking and benchmarking)");
   cmd->get_option("--max-model-len")
       ->description(
           "Context length (default: the model's max_position_embeddings with --model or "

@@ -204,6 +204,7 @@ def replay(
     slo_e2e_p99: Optional[float] = None,
     slo_stop_early: bool = False,
     check_invariants: bool = False,
+    steady_decode: bool = True,
     timeline: bool = False,
     requests: bool = False,
 ) -> ReplayResult:
@@ -217,8 +218,9 @@ def replay(
     enable_chunked_prefill, enable_prefix_caching, scheduling_policy, async_scheduling, ...);
     step_time is the CLI's --step-time spec ('roofline', 'fixed:MS', 'physics:FILE'). ``timeline=True`` /
     ``requests=True`` keep the per-step / per-request tables (result.timeline,
-    result.requests). Runs without the GIL; Ctrl-C raises KeyboardInterrupt within a few
-    milliseconds of replay.
+    result.requests); ``steady_decode=False`` runs every step through the general scheduler
+    path (``--no-steady-decode``: speed only, the results are identical). Runs without the GIL;
+    Ctrl-C raises KeyboardInterrupt within a few milliseconds of replay.
 
     Cluster mode (``kvsim replay --replicas N --router R``, docs/cluster.md): any of the cluster
     keywords runs the trace on ``replicas`` engine replicas (default 1) behind a ``router``

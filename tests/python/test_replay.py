@@ -206,3 +206,16 @@ def test_ctrl_c_interrupts_a_long_replay():
         kvsim.replay(trace, model="qwen2.5-7b", check_invariants=True)
     timer.join()
     assert time.monotonic() - start < 30
+
+
+def test_steady_decode_is_speed_only_as_in_the_cli(cli):
+    t = kvsim.read_trace(BURSTGPT)
+    fast = kvsim.replay(t, model="qwen2.5-7b", timeline=True)
+    general = kvsim.replay(t, model="qwen2.5-7b", steady_decode=False, timeline=True)
+    assert without_wall(fast.to_dict()) == without_wall(general.to_dict())
+    for col in fast.timeline:  # a DataFrame or, without pandas, a dict of arrays
+        np.testing.assert_array_equal(np.asarray(fast.timeline[col]),
+                                      np.asarray(general.timeline[col]), err_msg=col)
+    expected = cli.json("replay", BURSTGPT, "--model", "qwen2.5-7b", "--no-steady-decode",
+                        "--no-progress", "--json", "-")
+    assert without_wall(general.to_dict()) == without_wall(expected)

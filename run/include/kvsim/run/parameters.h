@@ -92,6 +92,7 @@ void visit_replay_params(O& o, Visit&& visit) {
   visit(Param{"swap_space_gib", ValueRule::kNonNegative}, o.swap_space_gib);
   visit(Param{"swap_bandwidth_gbps", ValueRule::kPositive}, o.swap_bandwidth_gbps);
   visit(Param{"check_invariants"}, o.check_invariants);
+  visit(Param{"steady_decode"}, o.steady_decode);
   visit(Param{"timeline"}, o.record_timeline);
   visit(Param{"requests"}, o.record_requests);
 }
