@@ -7,7 +7,7 @@
 // the token seed again for every element. The loops below walk the same index space in the same
 // order (so verify's first bad item is still the lowest one) and move each contiguous row or
 // page with one memcpy. The flat-item mapping itself is exercised on the CPU by the emulated-grid
-// tests (tests/cuda/emulated_grid_test.cpp), which compare the CUDA bodies against this twin.
+// tests (tests/cuda/test_emulated_grid.cpp), which compare the CUDA bodies against this twin.
 #include "kvsim/cuda/host_kernels.h"
 
 #include <cstring>

@@ -6,7 +6,7 @@ KVCacheConfig with one full-attention group stands in for the GPU pool and this 
 model runner. The engine loop is emulated exactly as `EngineCore.step` (sync) and
 `EngineCore.step_with_batch_queue` (async, batch queue of 2) order schedule() and
 update_from_output(). Each case's input (config + requests) and vLLM's per-step results go to one
-gzip'd JSON file that kvsim's tests/sim/test_vllm_goldens.cpp replays without vLLM.
+gzip'd JSON file that kvsim's tests/sim/sched/test_vllm_goldens.cpp replays without vLLM.
 
 Usage (needs a venv with `pip install vllm==0.26.0`; see README.md / regenerate.sh):
     python record.py --out tests/data/vllm_goldens [--only CASE ...] [--list]

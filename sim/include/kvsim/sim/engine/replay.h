@@ -58,7 +58,7 @@ struct ReplayConfig {
   // Speed only, never behaviour: steady decodes are scheduled and updated lazily, so a step
   // costs O(events) rather than O(running) (SchedulerConfig::lazy_steady_decodes). Every block
   // id, counter, timeline row and record is the same either way (tests/sim/
-  // test_steady_decode.cpp replays both). Only null-backend replays without check_invariants
+  // engine/test_steady_decode.cpp replays both). Only null-backend replays without check_invariants
   // use it, and only async FCFS recompute scheduling on a single full-attention group.
   bool steady_decode = true;
   int64_t livelock_steps = 0;  // token-less steps before giving up; 0 = auto (see above)

@@ -95,7 +95,7 @@ struct SchedulerConfig {
   // Speed only, never behaviour: salted (request-private) block hashes stay out of the prefix
   // map until their request is preempted (KVCacheManagerConfig::defer_private_block_hashes).
   // Every block id, counter and lookup is the same either way (tests/sim/
-  // test_private_block_hashes.cpp replays both); false restores vLLM's eager map.
+  // engine/test_private_block_hashes.cpp replays both); false restores vLLM's eager map.
   bool defer_private_block_hashes = true;
   // Speed only, never behaviour: steady decodes are scheduled and updated lazily (see
   // Scheduler::lazy_decodes_active). Off by default: outputs then list every scheduled request;

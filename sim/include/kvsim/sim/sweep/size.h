@@ -30,7 +30,7 @@
 //   * p99 over a finite trace is a single order statistic: near the threshold, one request's
 //     latency decides, and it need not fall monotonically.
 // When the assumption fails the search still returns a verified passing count, but a smaller
-// passing count may exist below the last failing probe (tests/sim/test_size_search.cpp shows
+// passing count may exist below the last failing probe (tests/sim/sweep/test_size_search.cpp shows
 // both cases). docs/size.md discusses when to trust the minimum.
 #pragma once
 

@@ -23,10 +23,10 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
-#include "../scratch_dir_test.h"
 #include "kvsim/core/param.h"
 #include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace_parse.h"
+#include "scratch_dir_test.h"
 
 namespace kvsim {
 namespace {

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "../scratch_dir_test.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
@@ -22,6 +21,7 @@
 #include "kvsim/sim/traces/trace_stream.h"
 #include "kvsim/sim/traces/trace_writer.h"
 #include "random_trace.h"
+#include "scratch_dir_test.h"
 
 namespace kvsim {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../scratch_dir_test.h"
+#include "scratch_dir_test.h"
 
 #include <filesystem>
 #include <fstream>
@@ -17,8 +17,8 @@
 
 #include "kvsim/core/param.h"
 #include "kvsim/sim/engine/replay.h"
-#include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {

@@ -9,13 +9,13 @@
 
 #include <gtest/gtest.h>
 
-#include "../scratch_dir_test.h"
 #include "kvsim/core/param.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/io/model_config.h"
 #include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/traces/trace.h"
-#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace_writer.h"
+#include "scratch_dir_test.h"
 
 namespace kvsim {
 namespace {
