@@ -16,7 +16,8 @@ the SLO threshold (from the JSON's "slo") marked. Needs the cluster CSVs (a `rep
 
 import argparse
 
-from plot_common import COLORS, cdf, column, die, mean, nearest_rank, plt, read_csv, read_json, save
+from plot_common import (COLORS, add_figure_arguments, cdf, column, die, mean, nearest_rank, plt,
+                         read_csv, read_json, save)
 
 TIMELINE = ["replica", "time_s", "running", "used_blocks", "free_blocks"]
 REQUESTS = ["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"]
@@ -42,10 +43,8 @@ def main():
     ap.add_argument("--timeline", required=True, help="kvsim replay --replicas N --timeline CSV")
     ap.add_argument("--summary", help="kvsim replay --json file (formula line, SLO thresholds)")
     ap.add_argument("--requests", help="kvsim replay --requests CSV (latency CDFs)")
-    ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
-    ap.add_argument("--title", default="")
     ap.add_argument("--bins", type=int, default=240, help="time bins for the time series")
-    ap.add_argument("--dpi", type=int, default=110)
+    add_figure_arguments(ap)
     args = ap.parse_args()
     if args.bins < 1:
         die(f"--bins {args.bins}: must be >= 1")
@@ -133,7 +132,7 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    save(fig, args.output, args.dpi)
+    save(fig, args.output, args.dpi, args.format)
 
 
 if __name__ == "__main__":

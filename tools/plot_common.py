@@ -112,6 +112,17 @@ def nearest_rank(sorted_values, q):
     return sorted_values[k - 1]
 
 
+def add_figure_arguments(ap, dpi=110):
+    """The output options every plot script takes: -o/--output, --title, --dpi and --format
+    (png, svg, ...; default the output's extension: a caller writing to a temporary name, as
+    `kvsim size --plot` does, passes it)."""
+    ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--dpi", type=int, default=dpi)
+    ap.add_argument("--format", default=None,
+                    help="png, svg, ... (default: the output's extension)")
+
+
 def save(fig, path, dpi=110, fmt=None):
     """Saves PNG/SVG by extension (or `fmt`); warns when a PNG exceeds 300 KB (README budget)."""
     out_dir = os.path.dirname(path)

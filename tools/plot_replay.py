@@ -13,8 +13,8 @@ latency (from the requests CSV), with p50/p99 marked.
 
 import argparse
 
-from plot_common import (COLORS, bin_by_time, cdf, column, die, mean, nearest_rank, plt, read_csv,
-                         read_json, save)
+from plot_common import (COLORS, add_figure_arguments, bin_by_time, cdf, column, die, mean,
+                         nearest_rank, plt, read_csv, read_json, save)
 
 TIMELINE = ["time_s", "running", "waiting", "used_blocks", "free_blocks", "padding_tokens"]
 REQUESTS = ["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"]
@@ -26,10 +26,8 @@ def main():
     ap.add_argument("--summary", help="kvsim replay --json file (formula lines, block size)")
     ap.add_argument("--requests", help="kvsim replay --requests CSV (latency CDFs)")
     ap.add_argument("--block-size", type=int, help="block size when no --summary is given")
-    ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
-    ap.add_argument("--title", default="")
     ap.add_argument("--bins", type=int, default=360, help="time bins for the time series")
-    ap.add_argument("--dpi", type=int, default=110)
+    add_figure_arguments(ap)
     args = ap.parse_args()
 
     tl = read_csv(args.timeline, TIMELINE)
@@ -123,7 +121,7 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    save(fig, args.output, args.dpi)
+    save(fig, args.output, args.dpi, args.format)
 
 
 if __name__ == "__main__":

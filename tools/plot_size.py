@@ -12,7 +12,7 @@ it). Candidates that do not fit are listed in the title count only.
 
 import argparse
 
-from plot_common import COLORS, die, plt, read_json, save
+from plot_common import COLORS, add_figure_arguments, die, plt, read_json, save
 
 MARKERS = {1: "o", 2: "s", 4: "^", 8: "D", 16: "P"}
 
@@ -20,12 +20,7 @@ MARKERS = {1: "o", 2: "s", 4: "^", 8: "D", 16: "P"}
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json")
-    ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
-    ap.add_argument("--title", default="")
-    ap.add_argument("--dpi", type=int, default=110)
-    ap.add_argument("--format", default=None,
-                    help="png, svg, ... (default: the output's extension; kvsim size --plot "
-                         "passes it, since it writes to a temporary name)")
+    add_figure_arguments(ap)
     args = ap.parse_args()
 
     report = read_json(args.json)

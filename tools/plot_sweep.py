@@ -12,7 +12,7 @@ When other axes are swept too, each combination gets its own line.
 import argparse
 from collections import OrderedDict
 
-from plot_common import COLORS, column, plt, read_csv, save
+from plot_common import COLORS, add_figure_arguments, column, plt, read_csv, save
 
 REQUIRED = [
     "block_size", "num_gpu_blocks", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
@@ -29,9 +29,7 @@ def series_key(row, varying):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
-    ap.add_argument("-o", "--output", required=True, help="PNG or SVG path")
-    ap.add_argument("--title", default="")
-    ap.add_argument("--dpi", type=int, default=110)
+    add_figure_arguments(ap)
     args = ap.parse_args()
 
     rows = read_csv(args.csv, REQUIRED)
@@ -86,7 +84,7 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    save(fig, args.output, args.dpi)
+    save(fig, args.output, args.dpi, args.format)
 
 
 if __name__ == "__main__":
