@@ -46,15 +46,25 @@ CLI::Option* add_kv_cache_dtype_list_option(CLI::App* cmd, const char* flag,
                          });
 }
 
-CLI::App* add_grid_command(CLI::App& app, const char* name, const char* description,
-                           std::string& trace_path, run::PlanOptions& plan, TraceReadOptions& trace,
-                           const char* max_model_len_help) {
-  CLI::App* cmd = app.add_subcommand(name, description);
+CLI::App* add_grid_command(CLI::App& app, const GridCommandText& text, std::string& trace_path,
+                           run::PlanOptions& plan, TraceReadOptions& trace) {
+  CLI::App* cmd = app.add_subcommand(text.name, text.description);
   cmd->add_option("TRACE", trace_path, "Trace file (any format kvsim replay reads)");
   add_model_card_options(cmd, plan);
-  cmd->get_option("--max-model-len")->description(max_model_len_help);
+  cmd->get_option("--max-model-len")->description(text.max_model_len_help);
   add_trace_options(cmd, trace);
   return cmd;
+}
+
+const char* add_parallel_options(CLI::App* cmd, int32_t& jobs, const char* jobs_help,
+                                 std::string& shard, const char* shard_help) {
+  const char* group = "Execution and output";
+  cmd->add_option("--jobs,-j", jobs, jobs_help)
+      ->check(positive())
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--shard", shard, shard_help)->group(group);
+  return group;
 }
 
 bool is_execution_flag(const std::string& name, std::initializer_list<std::string_view> outputs) {

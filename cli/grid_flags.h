@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -33,11 +35,31 @@ CLI::Option* add_kv_cache_dtype_list_option(CLI::App* cmd, const char* flag,
                                             std::string_view param_id, const char* help,
                                             std::vector<std::string>& into);
 
-// The start of a grid command: the subcommand, its TRACE and the model/card and trace flags
-// (--max-model-len described by `max_model_len_help`).
-CLI::App* add_grid_command(CLI::App& app, const char* name, const char* description,
-                           std::string& trace_path, run::PlanOptions& plan, TraceReadOptions& trace,
-                           const char* max_model_len_help);
+// A grid command's texts: its name, its description, and its --max-model-len help.
+struct GridCommandText {
+  const char* name;
+  const char* description;
+  const char* max_model_len_help;
+};
+
+// The start of a grid command: the subcommand, its TRACE and the model/card and trace flags.
+CLI::App* add_grid_command(CLI::App& app, const GridCommandText& text, std::string& trace_path,
+                           run::PlanOptions& plan, TraceReadOptions& trace);
+
+// The same, with the command's options made here (they live as long as the callback that holds
+// the returned pointer): Options has `trace_path` and a `job` with `plan` and `trace`.
+template <typename Options>
+std::pair<CLI::App*, std::shared_ptr<Options>> add_grid_command(CLI::App& app,
+                                                                const GridCommandText& text) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = add_grid_command(app, text, opts->trace_path, opts->job.plan, opts->job.trace);
+  return {cmd, opts};
+}
+
+// --jobs/-j (threads, > 0) and --shard I/N, first in the group "Execution and output", whose
+// name it returns for the command's other execution and output flags.
+const char* add_parallel_options(CLI::App* cmd, int32_t& jobs, const char* jobs_help,
+                                 std::string& shard, const char* shard_help);
 
 // Flags that do not change a grid command's results (kept out of its fingerprint): --jobs,
 // --shard, --quiet, --merge, --help, and the command's `outputs` (e.g. --csv).

@@ -265,14 +265,13 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
 }  // namespace
 
 void register_size_command(CLI::App& app) {
-  auto opts = std::make_shared<SizeOptions>();
+  const auto [cmd, opts] = add_grid_command<SizeOptions>(
+      app, {"size",
+            "Fewest replicas of each card/TP/KV dtype that serve a trace within a latency SLO, "
+            "by cost",
+            "Context length (default: the model's max_position_embeddings)"});
   SizeOptions& o = *opts;
   run::SizeJobOptions& j = o.job;
-  CLI::App* cmd = add_grid_command(
-      app, "size",
-      "Fewest replicas of each card/TP/KV dtype that serve a trace within a latency SLO, by cost",
-      o.trace_path, j.plan, j.trace,
-      "Context length (default: the model's max_position_embeddings)");
   // The card, TP, KV dtype and block size are searched; per-card pool sizes make no sense here.
   for (const char* flag :
        {"--gpu", "--vram-gib", "--gpu-spec", "--weights-gib", "--kv-cache-dtype", "--tp",
@@ -323,13 +322,9 @@ void register_size_command(CLI::App& app) {
                 "Replay failing trials to the end (same verdicts, full p99s; slower)")
       ->group(search);
 
-  const char* run = "Execution and output";
-  cmd->add_option("--jobs,-j", j.jobs, "Candidates searched in parallel (threads)")
-      ->check(positive())
-      ->capture_default_str()
-      ->group(run);
-  cmd->add_option("--shard", j.shard, "Search only candidates with index % N == I (I/N)")
-      ->group(run);
+  const char* run =
+      add_parallel_options(cmd, j.jobs, "Candidates searched in parallel (threads)", j.shard,
+                           "Search only candidates with index % N == I (I/N)");
   cmd->add_option("--merge", o.merge, "Join shard JSONs (written by --json) instead of searching")
       ->expected(1, -1)
       ->group(run);

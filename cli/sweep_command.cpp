@@ -27,8 +27,7 @@ namespace {
 
 struct SweepOptions {
   std::string trace_path;
-  run::SweepJobOptions job;
-  TraceReadOptions trace;
+  run::SweepJobOptions job;  // the trace settings are job.trace
   // Output.
   std::string csv_path;
   bool quiet = false;
@@ -77,7 +76,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
     throw std::invalid_argument("sweep: a TRACE file is required (or --merge CSV...)");
   }
   if (!o.output.empty()) throw std::invalid_argument("-o/--output is for --merge; use --csv");
-  check_trace_options(cmd, o.trace);
+  check_trace_options(cmd, o.job.trace);
   const run::SweepJob job = run::prepare_sweep(o.job);
   OutputFiles outputs;
   outputs.add("--csv", o.csv_path);
@@ -86,13 +85,13 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   outputs.add_input("--gpu-spec", o.job.plan.gpu_spec_path);
   outputs.open_all();
 
-  const Trace trace = read_cli_trace(o.trace_path, o.trace);
+  const Trace trace = read_cli_trace(o.trace_path, o.job.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim sweep"));
   // A signal stops the sweep before its next grid point (interrupt.h); run_sweep rethrows the
   // runner's error with context, so the signal is rethrown as itself here.
   run::SweepOutcome out;
   try {
-    out = run::run_sweep_job(job, trace, o.trace, [] { throw_if_interrupted(); });
+    out = run::run_sweep_job(job, trace, [] { throw_if_interrupted(); });
   } catch (...) {
     throw_if_interrupted();
     throw;
@@ -129,15 +128,13 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
 }  // namespace
 
 void register_sweep_command(CLI::App& app) {
-  auto opts = std::make_shared<SweepOptions>();
+  const auto [cmd, opts] = add_grid_command<SweepOptions>(
+      app, {"sweep",
+            "Replay one trace over a grid of block sizes, pool sizes, KV dtypes and batch limits",
+            "Context length (default: the model's max_position_embeddings; a model without one "
+            "uses 1 + the trace's longest input + output)"});
   SweepOptions& o = *opts;
   run::SweepJobOptions& j = o.job;
-  CLI::App* cmd = add_grid_command(
-      app, "sweep",
-      "Replay one trace over a grid of block sizes, pool sizes, KV dtypes and batch limits",
-      o.trace_path, j.plan, o.trace,
-      "Context length (default: the model's max_position_embeddings; a model without one uses 1 "
-      "+ the trace's longest input + output)");
 
   const char* grid = "Sweep grid (comma-separated lists)";
   add_int32_list_option(cmd, "--block-sizes", "block_sizes",
@@ -170,13 +167,9 @@ void register_sweep_command(CLI::App& app) {
 
   add_scheduler_options(cmd, j.sched);
 
-  const char* run = "Execution and output";
-  cmd->add_option("--jobs,-j", j.jobs, "Configs replayed in parallel (threads)")
-      ->check(positive())
-      ->capture_default_str()
-      ->group(run);
-  cmd->add_option("--shard", j.shard, "Run only configs with index % N == I (I/N, e.g. 0/4)")
-      ->group(run);
+  const char* run =
+      add_parallel_options(cmd, j.jobs, "Configs replayed in parallel (threads)", j.shard,
+                           "Run only configs with index % N == I (I/N, e.g. 0/4)");
   cmd->add_option("--csv", o.csv_path, "Write the per-config CSV here ('-' = stdout)")->group(run);
   cmd->add_flag("--quiet,-q", o.quiet, "Do not print the table")->group(run);
   cmd->add_option("--merge", o.merge,

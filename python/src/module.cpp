@@ -104,13 +104,14 @@ NB_MODULE(_kvsim, m) {
   m.doc() =
       "kvsim's compiled engine (vLLM 0.26 KV-cache allocator and v1 scheduler clone). Use the "
       "kvsim package, not this module.";
-  kvsim::python::register_errors(m);
-  kvsim::python::register_trace(m);
-  kvsim::python::register_runs(m);
-  kvsim::python::register_sweep(m);
-  kvsim::python::register_size(m);
-  kvsim::python::register_allocator(m);
+  namespace py = kvsim::python;
+  // Errors first: the other parts' functions raise them.
+  for (void (*part)(nanobind::module_&) :
+       {py::register_errors, py::register_trace, py::register_runs, py::register_sweep,
+        py::register_size, py::register_allocator}) {
+    part(m);
+  }
 #ifdef KVSIM_HAVE_CALIBRATE
-  kvsim::python::register_calibrate(m);
+  py::register_calibrate(m);
 #endif
 }

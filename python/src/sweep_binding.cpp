@@ -39,6 +39,7 @@ std::string sweep(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sche
   o.axes.max_num_batched_tokens =
       run::to_int32_values("max_num_batched_tokens", max_num_batched_tokens);
   o.plan = plan_options_from(plan_kwargs);
+  o.trace = handle.options;
   o.sched = scheduler_options_from(sched_kwargs);
   o.jobs = jobs;
   const run::SweepJob job = run::prepare_sweep(o);
@@ -46,7 +47,7 @@ std::string sweep(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sche
   std::atomic<bool> stop{false};
   const run::SweepOutcome out = run_interruptible(
       [&] {
-        return run::run_sweep_job(job, *handle.trace, handle.options, [&stop] {
+        return run::run_sweep_job(job, *handle.trace, [&stop] {
           if (stop.load()) throw Cancelled();
         });
       },

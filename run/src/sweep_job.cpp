@@ -41,9 +41,8 @@ std::string SweepOutcome::every_config_rejected_all_message() const {
 }
 
 SweepOutcome run_sweep_job(const SweepJob& job, const Trace& trace,
-                           const TraceReadOptions& read_options,
                            const std::function<void()>& check_stop) {
-  require_requests(trace, read_options);
+  require_requests(trace, job.options.trace);
   const std::vector<SequenceLengths> lengths = trace_lengths(trace);
   if (check_stop) check_stop();
   const SweepRunner runner = [&job, &trace, &check_stop](const SweepPoint& p) {

@@ -20,7 +20,8 @@ namespace kvsim::run {
 
 // Everything `sweep` takes besides the trace.
 struct SweepJobOptions {
-  PlanOptions plan;  // the base configuration; an axis given replaces its setting
+  PlanOptions plan;        // the base configuration; an axis given replaces its setting
+  TraceReadOptions trace;  // how the trace was read (its window, for "no request left")
   SweepAxes axes;
   SchedulerOptions sched;  // not swept
   int32_t jobs = 1;        // configurations replayed in parallel (threads)
@@ -56,7 +57,6 @@ struct SweepOutcome {
 // `check_stop` (may be empty) is called before each configuration; it is where a front end stops
 // the sweep (by throwing). A replay's error is rethrown with the configuration named (run_sweep).
 SweepOutcome run_sweep_job(const SweepJob& job, const Trace& trace,
-                           const TraceReadOptions& read_options,
                            const std::function<void()>& check_stop = {});
 
 }  // namespace kvsim::run
