@@ -164,11 +164,12 @@ void write_cluster_timeline_csv(std::ostream& os, std::span<const TimelineRow> r
   os << "replica," << detail::kTimelineCsvHeader << "\n";
   fmt::memory_buffer buf;
   for (size_t i = 0; i < rows.size(); ++i) {
-    buf.clear();
-    fmt::format_to(std::back_inserter(buf), "{},", i < replica.size() ? replica[i] : 0);
-    detail::append_timeline_row(buf, rows[i]);
-    os.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    char* p = detail::put_int(detail::begin_row(buf), i < replica.size() ? replica[i] : 0);
+    *p++ = ',';
+    detail::end_row(buf, detail::put_timeline_row(p, rows[i]));
+    detail::flush_csv(os, buf);
   }
+  detail::flush_csv(os, buf, /*force=*/true);
 }
 
 void write_cluster_requests_csv(std::ostream& os, std::span<const RequestRecord> records,
@@ -186,12 +187,13 @@ void write_cluster_requests_csv(std::ostream& os, std::span<const RequestRecord>
     } else if (r.rejected) {
       reason = to_string(r.reject_reason);
     }
-    buf.clear();
-    fmt::format_to(std::back_inserter(buf), "{},",
-                   i < request_replica.size() ? request_replica[i] : kNotRouted);
-    detail::append_request_row(buf, r, reason);
-    os.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    char* p = detail::put_int(detail::begin_row(buf),
+                              i < request_replica.size() ? request_replica[i] : kNotRouted);
+    *p++ = ',';
+    detail::end_row(buf, detail::put_request_row(p, r, reason));
+    detail::flush_csv(os, buf);
   }
+  detail::flush_csv(os, buf, /*force=*/true);
 }
 
 }  // namespace kvsim

@@ -31,13 +31,70 @@ std::string format_seconds(int64_t ns) {
 
 namespace detail {
 
-void append_timeline_row(fmt::memory_buffer& buf, const TimelineRow& r) {
-  fmt::format_to(std::back_inserter(buf), "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                 r.step, format_seconds(r.time_ns), format_seconds(r.duration_ns), r.running,
-                 r.waiting, r.scheduled_reqs, r.scheduled_tokens, r.prefill_tokens, r.decode_tokens,
-                 r.used_blocks, r.free_blocks, r.cached_blocks, r.padding_tokens, r.preemptions,
-                 to_string(r.admission_stop), r.swap_out_blocks, r.swap_in_blocks,
-                 r.host_slots_used);
+char* put_timeline_row(char* p, const TimelineRow& r) {
+  p = put_int(p, r.step);
+  *p++ = ',';
+  p = put_seconds(p, r.time_ns);
+  *p++ = ',';
+  p = put_seconds(p, r.duration_ns);
+  for (const int64_t v :
+       {int64_t{r.running}, int64_t{r.waiting}, int64_t{r.scheduled_reqs}, r.scheduled_tokens,
+        r.prefill_tokens, r.decode_tokens, int64_t{r.used_blocks}, int64_t{r.free_blocks},
+        r.cached_blocks, r.padding_tokens, int64_t{r.preemptions}}) {
+    *p++ = ',';
+    p = put_int(p, v);
+  }
+  *p++ = ',';
+  p = put_text(p, to_string(r.admission_stop));
+  for (const int64_t v :
+       {int64_t{r.swap_out_blocks}, int64_t{r.swap_in_blocks}, r.host_slots_used}) {
+    *p++ = ',';
+    p = put_int(p, v);
+  }
+  *p++ = '\n';
+  return p;
+}
+
+namespace {
+// diff_seconds(later, earlier): empty when either time is -1 (never).
+char* put_interval(char* p, int64_t later, int64_t earlier) {
+  return later < 0 || earlier < 0 ? p : put_seconds(p, later - earlier);
+}
+}  // namespace
+
+char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_reason) {
+  const std::string_view status = r.finished ? "finished" : r.rejected ? "rejected" : "unfinished";
+  p = put_int(p, r.request_id);
+  *p++ = ',';
+  p = put_int(p, r.source_line);
+  *p++ = ',';
+  p = put_seconds(p, r.arrival_ns);
+  for (const int64_t v : {int64_t{r.prompt_tokens}, int64_t{r.max_tokens}, int64_t{r.output_tokens},
+                          int64_t{r.priority}}) {
+    *p++ = ',';
+    p = put_int(p, v);
+  }
+  for (const int64_t t : {r.first_scheduled_ns, r.first_token_ns, r.finish_ns}) {
+    *p++ = ',';
+    p = put_seconds(p, t);
+  }
+  for (const int64_t t : {r.first_scheduled_ns, r.first_token_ns, r.finish_ns}) {
+    *p++ = ',';
+    p = put_interval(p, t, r.arrival_ns);
+  }
+  for (const int64_t v : {int64_t{r.preemptions}, int64_t{r.scheduled_tokens},
+                          int64_t{r.recomputed_tokens}, int64_t{r.prefix_hit_tokens}}) {
+    *p++ = ',';
+    p = put_int(p, v);
+  }
+  *p++ = ',';
+  p = put_text(p, status);
+  *p++ = ',';
+  p = put_text(p, reject_reason);
+  *p++ = ',';
+  p = put_int(p, r.swap_outs);
+  *p++ = '\n';
+  return p;
 }
 
 }  // namespace detail
@@ -46,45 +103,21 @@ void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows) {
   os << detail::kTimelineCsvHeader << "\n";
   fmt::memory_buffer buf;
   for (const TimelineRow& r : rows) {
-    buf.clear();
-    detail::append_timeline_row(buf, r);
-    os.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    detail::end_row(buf, detail::put_timeline_row(detail::begin_row(buf), r));
+    detail::flush_csv(os, buf);
   }
+  detail::flush_csv(os, buf, /*force=*/true);
 }
-
-namespace {
-std::string diff_seconds(int64_t later, int64_t earlier) {
-  return later < 0 || earlier < 0 ? std::string() : format_seconds(later - earlier);
-}
-}  // namespace
-
-namespace detail {
-
-void append_request_row(fmt::memory_buffer& buf, const RequestRecord& r,
-                        std::string_view reject_reason) {
-  const char* status = r.finished ? "finished" : r.rejected ? "rejected" : "unfinished";
-  fmt::format_to(std::back_inserter(buf),
-                 "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.request_id,
-                 r.source_line, format_seconds(r.arrival_ns), r.prompt_tokens, r.max_tokens,
-                 r.output_tokens, r.priority, format_seconds(r.first_scheduled_ns),
-                 format_seconds(r.first_token_ns), format_seconds(r.finish_ns),
-                 diff_seconds(r.first_scheduled_ns, r.arrival_ns),
-                 diff_seconds(r.first_token_ns, r.arrival_ns),
-                 diff_seconds(r.finish_ns, r.arrival_ns), r.preemptions, r.scheduled_tokens,
-                 r.recomputed_tokens, r.prefix_hit_tokens, status, reject_reason, r.swap_outs);
-}
-
-}  // namespace detail
 
 void write_requests_csv(std::ostream& os, std::span<const RequestRecord> records) {
   os << detail::kRequestsCsvHeader << "\n";
   fmt::memory_buffer buf;
   for (const RequestRecord& r : records) {
-    buf.clear();
-    detail::append_request_row(buf, r,
-                               r.rejected ? to_string(r.reject_reason) : std::string_view());
-    os.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::string_view reason = r.rejected ? to_string(r.reject_reason) : std::string_view();
+    detail::end_row(buf, detail::put_request_row(detail::begin_row(buf), r, reason));
+    detail::flush_csv(os, buf);
   }
+  detail::flush_csv(os, buf, /*force=*/true);
 }
 
 }  // namespace kvsim
