@@ -27,6 +27,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from . import _executors
 from . import _frames
 from . import _kvsim
 from . import _options
@@ -265,6 +266,7 @@ def sweep(
     max_num_seqs: Sequence[int] = (),
     max_num_batched_tokens: Sequence[int] = (),
     jobs: int = 1,
+    executor: Optional[str] = None,
     model: Optional[str] = None,
     config: Optional[str | os.PathLike] = None,
     num_layers: Optional[int] = None,
@@ -305,6 +307,8 @@ def sweep(
     kv_cache_dtypes, max_num_seqs, max_num_batched_tokens; an empty axis keeps the base
     setting given by the other keywords (as in replay; a model is required). ``jobs`` replays
     configurations in parallel threads. Ctrl-C stops before the next configuration.
+    ``executor="ray"`` runs shards of the grid as Ray tasks (``jobs`` threads each) and merges
+    them as ``kvsim sweep --merge`` does: the same frame (pip install kvsim[ray]; docs/sweep.md).
     """
     given = dict(locals())
     t = _as_trace("sweep", given.pop("trace"))
@@ -331,10 +335,10 @@ def sweep(
             out.append(kind(v))
         return out
 
-    text = _kvsim.sweep(t._handle, plan_kw, sched_kw, axis("block_sizes", int),
-                        axis("gpu_memory_utilizations", float), axis("num_gpu_blocks", int),
-                        axis("kv_cache_dtypes", str), axis("max_num_seqs", int),
-                        axis("max_num_batched_tokens", int), jobs)
+    text = _executors.sweep(executor, t, plan_kw, sched_kw, axis("block_sizes", int),
+                            axis("gpu_memory_utilizations", float), axis("num_gpu_blocks", int),
+                            axis("kv_cache_dtypes", str), axis("max_num_seqs", int),
+                            axis("max_num_batched_tokens", int), jobs)
     return _frames.frame(_csv_columns(text, drop=("sweep_id",)))
 
 
@@ -369,6 +373,7 @@ def size(
     gpu_price: Optional[Mapping[str, float]] = None,
     early_stop: bool = True,
     jobs: int = 1,
+    executor: Optional[str] = None,
     model: Optional[str] = None,
     config: Optional[str | os.PathLike] = None,
     num_layers: Optional[int] = None,
@@ -413,7 +418,9 @@ def size(
     keywords are shared by every candidate and mean what they mean for replay(): model and
     memory, scheduler, router and admission control. ``early_stop=False`` replays failing
     probes to the end (``kvsim size --no-early-stop``). ``jobs`` searches that many (card, TP)
-    groups in parallel threads; results do not depend on it.
+    groups in parallel threads; results do not depend on it. ``executor="ray"`` searches the
+    groups as Ray tasks (``jobs`` threads each) and merges them as ``kvsim size --merge`` does:
+    the same report (pip install kvsim[ray]; docs/size.md).
 
     Returns a SizeReport: ``candidates`` (a DataFrame in rank order, the columns of ``kvsim size
     --csv``, each with its ``replay_command``), ``recommended`` (the cheapest feasible
@@ -467,10 +474,11 @@ def size(
     from_file = t._read_kw is not None
     # The settings given, which each candidate's replay_command repeats (the run room writes it).
     settings = [*(t._read_kw or {}), *plan_kw, *sched_kw, *batched, *cluster_kw]
-    text, table = _kvsim.size(t._handle, plan_kw, sched_kw, batched.get("max_num_batched_tokens"),
-                              cluster_kw, gpu_list, tp_list, axis("kv_cache_dtype", str),
-                              axis("block_sizes", int), axis("max_num_seqs", int), max_replicas,
-                              prices, early, jobs, settings)
+    text, table = _executors.size(executor, t, plan_kw, sched_kw,
+                                  batched.get("max_num_batched_tokens"), cluster_kw, gpu_list,
+                                  tp_list, axis("kv_cache_dtype", str), axis("block_sizes", int),
+                                  axis("max_num_seqs", int), max_replicas, prices, early, jobs,
+                                  settings)
     import json
 
     data = json.loads(text)

@@ -1,18 +1,21 @@
 // size: `kvsim size` (run::prepare_size / run::run_size_job, as the CLI calls them) minus
-// printing, sharding and --merge: the same checks, candidate expansion, planning, replica search,
-// ranking, replay commands and JSON/table writers, run on a worker thread without the GIL and
-// stoppable by Ctrl-C before the next replay.
+// printing: the same checks, candidate expansion, planning, replica search, ranking, replay
+// commands and JSON/table writers, run on a worker thread without the GIL and stoppable by
+// Ctrl-C before the next replay. `shard` ("I/N", as --shard) and merge_size_reports (the CLI's
+// --merge) are for kvsim.size(executor=...) (python/kvsim/_executors.py).
 //
 // The JSON's size_id (the CLI's fingerprint of its command line, read only by --merge) is left 0
-// and dropped by the Python layer.
+// (so every shard of one Python search agrees on it) and dropped by the Python layer.
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -37,7 +40,7 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
                const std::vector<std::string>& kv_cache_dtypes,
                const std::vector<int64_t>& block_sizes, const std::vector<int64_t>& max_num_seqs,
                int32_t max_replicas, const std::vector<std::string>& gpu_prices, bool early_stop,
-               int32_t jobs, const std::vector<std::string>& given) {
+               int32_t jobs, const std::vector<std::string>& given, const std::string& shard) {
   run::SizeJobOptions o;
   o.reason_spelling = ParamSpelling::kPython;
   o.plan = plan_options_from(plan_kwargs);
@@ -54,6 +57,7 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
   o.gpu_prices = gpu_prices;
   o.early_stop = early_stop;
   o.jobs = jobs;
+  o.shard = shard;
   for (const std::string& id : given) o.given[id] = "";
   const run::SizeJob job = run::prepare_size(o);
 
@@ -68,6 +72,16 @@ nb::tuple size(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_k
                         format_size_table(out.context, out.results));
 }
 
+// `kvsim size --merge`: the shard reports (name for messages, JSON text) joined and ranked as
+// (JSON report text, ranked table text), byte-identical to an unsharded search's.
+nb::tuple merge_size(const std::vector<std::pair<std::string, std::string>>& shards) {
+  std::vector<NamedText> named;
+  named.reserve(shards.size());
+  for (const auto& [name, text] : shards) named.push_back({name, text});
+  const SizeMerge m = merge_size_reports(named);
+  return nb::make_tuple(size_json(m.context, m.results), format_size_table(m.context, m.results));
+}
+
 }  // namespace
 
 void register_size(nb::module_& m) {
@@ -75,9 +89,13 @@ void register_size(nb::module_& m) {
         nb::arg("max_num_batched_tokens").none(), nb::arg("cluster_options"), nb::arg("gpus"),
         nb::arg("tp"), nb::arg("kv_cache_dtypes"), nb::arg("block_sizes"), nb::arg("max_num_seqs"),
         nb::arg("max_replicas"), nb::arg("gpu_prices"), nb::arg("early_stop"), nb::arg("jobs"),
-        nb::arg("given"),
-        "`kvsim size --json -`: (JSON report text, ranked table text). Runs without the GIL; "
-        "Ctrl-C raises KeyboardInterrupt before the next replay starts.");
+        nb::arg("given"), nb::arg("shard") = "",
+        "`kvsim size --json -` (with `shard`, `--shard I/N`): (JSON report text, ranked table "
+        "text). Runs without the GIL; Ctrl-C raises KeyboardInterrupt before the next replay "
+        "starts.");
+  m.def("merge_size_reports", &merge_size, nb::arg("shards"),
+        "`kvsim size --merge`: [(name, shard JSON text), ...] -> (JSON report text, ranked table "
+        "text), as the unsharded search writes them. Raises ValueError naming the shard.");
 }
 
 }  // namespace kvsim::python
