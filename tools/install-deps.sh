@@ -24,18 +24,21 @@ fi
 # The Python package (python/, docs/python.md): nanobind and scikit-build-core pinned as in
 # pyproject.toml, numpy/pandas/pytest for its tests, into the python3 first on PATH (the one
 # CMake builds the extension for), unless those exact versions are there already. Debian's own
-# python3 refuses pip (PEP 668) unless told.
-py_reqs="$(dirname "$0")/../python/requirements-dev.txt"
-if ! python3 - "$py_reqs" <<'EOF'
+# python3 refuses pip (PEP 668) unless told. Ray too (the executor="ray" test,
+# python/requirements-ray.txt: ~50 s of pip), unless KVSIM_NO_RAY=1.
+py_reqs=("$(dirname "$0")/../python/requirements-dev.txt")
+[ "${KVSIM_NO_RAY:-0}" = 1 ] || py_reqs+=("$(dirname "$0")/../python/requirements-ray.txt")
+if ! python3 - "${py_reqs[@]}" <<'EOF'
 import sys, importlib.metadata as md
-for line in open(sys.argv[1]):
-    req = line.split("#")[0].strip()
-    if req:
-        name, version = req.split("==")
-        try:
-            if md.version(name) != version: sys.exit(1)
-        except md.PackageNotFoundError:
-            sys.exit(1)
+for path in sys.argv[1:]:
+    for line in open(path):
+        req = line.split("#")[0].strip()
+        if req:
+            name, version = req.split("==")
+            try:
+                if md.version(name) != version: sys.exit(1)
+            except md.PackageNotFoundError:
+                sys.exit(1)
 EOF
 then
   py_flags=(-q --disable-pip-version-check --root-user-action=ignore)
@@ -43,6 +46,6 @@ then
       sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
     py_flags+=(--break-system-packages)
   fi
-  echo "kvsim: pip installing $(grep -v '^#' "$py_reqs" | tr '\n' ' ')" >&2
-  python3 -m pip install "${py_flags[@]}" -r "$py_reqs"
+  echo "kvsim: pip installing $(cat "${py_reqs[@]}" | grep -v '^#' | tr '\n' ' ')" >&2
+  python3 -m pip install "${py_flags[@]}" "${py_reqs[@]/#/-r}"
 fi
