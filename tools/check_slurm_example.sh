@@ -32,10 +32,17 @@ started=()  # pid files of the daemons started here
 cleanup() {
   set +e
   command -v scancel >/dev/null && [ -f "$W/slurm.conf" ] && scancel --user=root >/dev/null 2>&1
+  pids=()
   for ((i = ${#started[@]} - 1; i >= 0; i--)); do
-    pid=$(cat "${started[i]}" 2>/dev/null) && kill "$pid" 2>/dev/null
+    pid=$(cat "${started[i]}" 2>/dev/null) && kill "$pid" 2>/dev/null && pids+=("$pid")
   done
-  sleep 1
+  for _ in $(seq 50); do  # wait until they are gone (up to 10 s)
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+  [ "$alive" = 0 ] && echo "stopped munged, slurmctld and slurmd" || echo "still running: ${pids[*]}"
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT

@@ -41,7 +41,7 @@ kvsim size $(cat "$OUT/search.args") --jobs $CPUS --quiet \\
   --shard \$SLURM_ARRAY_TASK_ID/$SHARDS --json "$OUT/shard-\$SLURM_ARRAY_TASK_ID.json"
 EOF
 )
-echo "submitted array job $array_job ($SHARDS shards, $CPUS CPUs each)"
+echo "submitted array job $array_job ($SHARDS shards, --cpus-per-task=$CPUS)"
 
 # Runs once every shard succeeded (afterok). A missing or failed shard makes the merge fail,
 # naming the missing candidate; exit status 3 = the search ran but no candidate meets the SLO.
