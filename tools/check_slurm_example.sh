@@ -8,7 +8,7 @@
 # as written with a small search (TRACE_FLAGS, SHARDS and CPUS below), waits for the array and
 # the merge job, runs the same search unsharded, compares all.json and all.csv with it (cmp; the
 # JSON's size_id fingerprint included) and tears everything down. Run by hand, not in CI (it
-# installs system packages and starts daemons): about a minute once the packages are there.
+# installs system packages and starts daemons): about 15 s once the packages are there.
 #
 #   bash tools/check_slurm_example.sh              # uses build/ci/cli/kvsim
 #   KVSIM_BUILD=build/release KEEP=1 bash tools/check_slurm_example.sh
