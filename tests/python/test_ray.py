@@ -74,12 +74,16 @@ def test_an_unknown_executor_is_refused():
 
 @pytest.fixture(scope="module")
 def ray():
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install kvsim[ray])")
+    try:
+        import ray
+    except ImportError:
+        pytest.skip("Ray is not installed (pip install kvsim[ray])")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
 
+@pytest.mark.filterwarnings("ignore:no candidate meets the SLO")  # mooncake-70b: none is feasible
 @pytest.mark.parametrize("name", SIZE_CASES)
 def test_size_on_ray_equals_the_unsharded_search(ray, name):
     path, read_kw, kw = SIZE_CASES[name]
