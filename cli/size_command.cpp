@@ -1,12 +1,10 @@
-// `kvsim size TRACE --model M --slo-ttft-p99 S --slo-tpot-p99 S --gpus ... --tp
-// ...`: for every candidate deployment the fewest replicas that meet the SLO,
-// ranked by cost (docs/size.md). `kvsim size --merge a.json b.json ... [--json
-// F] [--csv F]`: join shard reports.
+// `kvsim size TRACE --model M --slo-ttft-p99 S --slo-tpot-p99 S --gpus ... --tp ...`: for every
+// candidate deployment the fewest replicas that meet the SLO, ranked by cost (docs/size.md).
+// `kvsim size --merge a.json b.json ... [--json F] [--csv F]`: join shard reports.
 //
-// Exit status: 0 when at least one candidate is feasible (and for every --shard
-// run, whose verdict is only known after --merge), 2 for bad input or an error,
-// 3 when the search ran but no candidate meets the SLO (the table and files are
-// still written).
+// Exit status: 0 when at least one candidate is feasible (and for every --shard run, whose
+// verdict is only known after --merge), 2 for bad input or an error, 3 when the search ran but no
+// candidate meets the SLO (the table and files are still written).
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +42,7 @@
 #include "trace_flags.h"
 #include "validators.h"
 
-extern char **environ;
+extern char** environ;
 
 namespace kvsim::cli {
 namespace {
@@ -54,7 +52,7 @@ constexpr int kExitNoFeasible = 3;
 
 struct SizeOptions {
   std::string trace_path;
-  run::SizeJobOptions job; // the trace settings are job.trace
+  run::SizeJobOptions job;  // the trace settings are job.trace
   // Output.
   std::vector<std::string> merge;
   std::string json_path;
@@ -64,61 +62,50 @@ struct SizeOptions {
   bool no_early_stop = false;
 };
 
-bool is_size_execution_flag(const std::string &name) {
+bool is_size_execution_flag(const std::string& name) {
   return is_execution_flag(name, {"--json", "--csv", "--plot"});
 }
 
-// Everything that defines the results, canonically: each result-affecting flag
-// as given, and the requests actually read (so shards read from differently
-// named copies of one trace match).
-uint64_t fingerprint(const CLI::App &cmd, const Trace &trace) {
-  return run_fingerprint("kvsim size 1\x1e", cmd, trace,
-                         is_size_execution_flag);
+// Everything that defines the results, canonically: each result-affecting flag as given, and
+// the requests actually read (so shards read from differently named copies of one trace match).
+uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
+  return run_fingerprint("kvsim size 1\x1e", cmd, trace, is_size_execution_flag);
 }
 
-// tools/plot_size.py: next to this source file's directory (the tree kvsim was
-// built from), unless KVSIM_TOOLS_DIR names another.
+// tools/plot_size.py: next to this source file's directory (the tree kvsim was built from),
+// unless KVSIM_TOOLS_DIR names another.
 std::filesystem::path plot_script() {
-  if (const char *dir = std::getenv("KVSIM_TOOLS_DIR");
-      dir != nullptr && *dir != '\0') {
+  if (const char* dir = std::getenv("KVSIM_TOOLS_DIR"); dir != nullptr && *dir != '\0') {
     return std::filesystem::path(dir) / "plot_size.py";
   }
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "tools" /
-         "plot_size.py";
+  return std::filesystem::path(__FILE__).parent_path().parent_path() / "tools" / "plot_size.py";
 }
 
-// The format matplotlib is told to write: the destination's extension (the
-// temporary's name ends in ".kvsim-XXXXXX", so the script cannot infer it), png
-// when there is none.
-std::string plot_format(const std::string &destination) {
+// The format matplotlib is told to write: the destination's extension (the temporary's name
+// ends in ".kvsim-XXXXXX", so the script cannot infer it), png when there is none.
+std::string plot_format(const std::string& destination) {
   std::string ext = std::filesystem::path(destination).extension().string();
-  if (ext.size() <= 1)
-    return "png";
+  if (ext.size() <= 1) return "png";
   ext.erase(0, 1);
-  for (char &c : ext)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ext;
 }
 
-// Runs `python3 tools/plot_size.py JSON -o OUT --format F` (no shell), OUT
-// being the temporary OutputFiles made for --plot, so the plot is committed (or
-// discarded) with the other outputs. The script's own chatter goes to stderr:
-// stdout may carry --json - or --csv -. Throws naming
+// Runs `python3 tools/plot_size.py JSON -o OUT --format F` (no shell), OUT being the temporary
+// OutputFiles made for --plot, so the plot is committed (or discarded) with the other outputs.
+// The script's own chatter goes to stderr: stdout may carry --json - or --csv -. Throws naming
 // --plot on failure.
-void draw_plot(const std::string &json_text, const std::string &plot_path,
-               const std::string &out_path) {
+void draw_plot(const std::string& json_text, const std::string& plot_path,
+               const std::string& out_path) {
   const std::filesystem::path script = plot_script();
   if (!std::filesystem::exists(script)) {
     throw std::runtime_error(
-        fmt::format("--plot: {} not found (set KVSIM_TOOLS_DIR to the kvsim "
-                    "source tree's tools/)",
+        fmt::format("--plot: {} not found (set KVSIM_TOOLS_DIR to the kvsim source tree's tools/)",
                     script.string()));
   }
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / "kvsim-size-XXXXXX").string();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kvsim-size-XXXXXX").string();
   const int fd = mkstemp(tmpl.data());
-  if (fd < 0)
-    throw std::runtime_error("--plot: cannot create a temporary file");
+  if (fd < 0) throw std::runtime_error("--plot: cannot create a temporary file");
   close(fd);
   struct Remove {
     std::string path;
@@ -131,26 +118,20 @@ void draw_plot(const std::string &json_text, const std::string &plot_path,
   {
     std::ofstream f(tmpl, std::ios::binary);
     f << json_text;
-    if (!f.flush())
-      throw std::runtime_error("--plot: cannot write a temporary file");
+    if (!f.flush()) throw std::runtime_error("--plot: cannot write a temporary file");
   }
-  // KVSIM_PYTHON picks the interpreter (one with matplotlib, e.g.
-  // /usr/bin/python3).
-  const char *py_env = std::getenv("KVSIM_PYTHON");
-  const std::string python =
-      py_env != nullptr && *py_env != '\0' ? py_env : "python3";
-  std::vector<std::string> args = {
-      python,     script.string(),       tmpl, "-o", out_path,
-      "--format", plot_format(plot_path)};
-  std::vector<char *> argv;
-  for (std::string &a : args)
-    argv.push_back(a.data());
+  // KVSIM_PYTHON picks the interpreter (one with matplotlib, e.g. /usr/bin/python3).
+  const char* py_env = std::getenv("KVSIM_PYTHON");
+  const std::string python = py_env != nullptr && *py_env != '\0' ? py_env : "python3";
+  std::vector<std::string> args = {python,     script.string(),       tmpl, "-o", out_path,
+                                   "--format", plot_format(plot_path)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  // kvsim ignores SIGPIPE/SIGXFSZ (interrupt.h); the script gets the defaults
-  // back.
+  // kvsim ignores SIGPIPE/SIGXFSZ (interrupt.h); the script gets the defaults back.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t defaults;
@@ -160,38 +141,31 @@ void draw_plot(const std::string &json_text, const std::string &plot_path,
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int spawned =
-      posix_spawnp(&pid, python.c_str(), &actions, &attr, argv.data(), environ);
+  const int spawned = posix_spawnp(&pid, python.c_str(), &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (spawned != 0) {
-    throw std::runtime_error(
-        fmt::format("--plot: cannot run {} (set KVSIM_PYTHON)", python));
+    throw std::runtime_error(fmt::format("--plot: cannot run {} (set KVSIM_PYTHON)", python));
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR)
-      throw std::runtime_error("--plot: waiting for the plot script failed");
+    if (errno != EINTR) throw std::runtime_error("--plot: waiting for the plot script failed");
   }
-  throw_if_interrupted(); // a Ctrl-C reached the script too: report the signal,
-                          // not its failure
+  throw_if_interrupted();  // a Ctrl-C reached the script too: report the signal, not its failure
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how =
-        WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
-                          : "killed by a signal";
-    throw std::runtime_error(fmt::format(
-        "--plot {}: {} {} failed ({}; it needs matplotlib: set KVSIM_PYTHON)",
-        plot_path, python, script.string(), how));
+    const std::string how = WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                              : "killed by a signal";
+    throw std::runtime_error(
+        fmt::format("--plot {}: {} {} failed ({}; it needs matplotlib: set KVSIM_PYTHON)",
+                    plot_path, python, script.string(), how));
   }
 }
 
-// Registers --json / --csv / --plot (one OutputFiles, so duplicates, inputs,
-// atomic replacement and the no-folder-creation rule cover the plot too). A
-// plot is an image file, never stdout.
-void add_outputs(const SizeOptions &o, OutputFiles &outputs) {
+// Registers --json / --csv / --plot (one OutputFiles, so duplicates, inputs, atomic replacement
+// and the no-folder-creation rule cover the plot too). A plot is an image file, never stdout.
+void add_outputs(const SizeOptions& o, OutputFiles& outputs) {
   if (o.plot_path == "-") {
-    throw std::invalid_argument(
-        "--plot -: a plot cannot go to stdout; name a .png or .svg file");
+    throw std::invalid_argument("--plot -: a plot cannot go to stdout; name a .png or .svg file");
   }
   outputs.add("--json", o.json_path);
   outputs.add("--csv", o.csv_path);
@@ -199,9 +173,8 @@ void add_outputs(const SizeOptions &o, OutputFiles &outputs) {
 }
 
 // Writes --json / --csv / the table / --plot for ranked results.
-void write_outputs(const SizeOptions &o, OutputFiles &outputs,
-                   const SizeReportContext &ctx,
-                   const std::vector<SizeResult> &results) {
+void write_outputs(const SizeOptions& o, OutputFiles& outputs, const SizeReportContext& ctx,
+                   const std::vector<SizeResult>& results) {
   const std::string json = size_json(ctx, results);
   if (outputs.requested("--json")) {
     outputs.stream("--json") << json;
@@ -216,43 +189,36 @@ void write_outputs(const SizeOptions &o, OutputFiles &outputs,
     outputs.finish("--plot");
   }
   outputs.commit_all();
-  if (!o.quiet && !outputs.uses_stdout())
-    std::cout << format_size_table(ctx, results);
+  if (!o.quiet && !outputs.uses_stdout()) std::cout << format_size_table(ctx, results);
 }
 
-void set_verdict_exit_code(const std::vector<SizeResult> &results) {
-  if (run::SizeOutcome::any_feasible(results))
-    return;
+void set_verdict_exit_code(const std::vector<SizeResult>& results) {
+  if (run::SizeOutcome::any_feasible(results)) return;
   std::fflush(stdout);
-  fmt::print(stderr, "kvsim size: {} (exit status {})\n",
-             run::kNoFeasibleMessage, kExitNoFeasible);
+  fmt::print(stderr, "kvsim size: {} (exit status {})\n", run::kNoFeasibleMessage, kExitNoFeasible);
   set_exit_code(kExitNoFeasible);
 }
 
-void run_merge(const CLI::App &cmd, const SizeOptions &o) {
+void run_merge(const CLI::App& cmd, const SizeOptions& o) {
   check_merge_flags(
       cmd, o.trace_path, "JSON", "search",
-      [](const std::string &name) {
-        return is_size_execution_flag(name) && name != "--jobs" &&
-               name != "--shard";
+      [](const std::string& name) {
+        return is_size_execution_flag(name) && name != "--jobs" && name != "--shard";
       },
       "the shard JSONs, --json, --csv, --plot and --quiet");
   OutputFiles outputs;
   add_outputs(o, outputs);
-  for (const std::string &path : o.merge)
-    outputs.add_input("the --merge input", path);
+  for (const std::string& path : o.merge) outputs.add_input("the --merge input", path);
   outputs.open_all();
   const SizeMerge m = merge_size_reports(read_merge_inputs(o.merge));
   write_outputs(o, outputs, m.context, m.results);
   set_verdict_exit_code(m.results);
 }
 
-void run_size_command(const CLI::App &cmd, SizeOptions &o) {
-  if (!o.merge.empty())
-    return run_merge(cmd, o);
+void run_size_command(const CLI::App& cmd, SizeOptions& o) {
+  if (!o.merge.empty()) return run_merge(cmd, o);
   if (o.trace_path.empty()) {
-    throw std::invalid_argument(
-        "size: a TRACE file is required (or --merge JSON...)");
+    throw std::invalid_argument("size: a TRACE file is required (or --merge JSON...)");
   }
   o.job.early_stop = !o.no_early_stop;
   o.job.given = given_settings(cmd);
@@ -267,15 +233,13 @@ void run_size_command(const CLI::App &cmd, SizeOptions &o) {
   const Trace trace = read_cli_trace(o.trace_path, o.job.trace);
   fmt::print(stderr, "{}", format_bad_rows(trace, "kvsim size"));
 
-  // A large grid says how large it is and, on a terminal, how far along
-  // (size_progress.h); a signal stops the search before its next replay
-  // (interrupt.h).
+  // A large grid says how large it is and, on a terminal, how far along (size_progress.h); a
+  // signal stops the search before its next replay (interrupt.h).
   std::optional<SizeProgress> progress;
   run::SizeHooks hooks;
   hooks.check_stop = [] { throw_if_interrupted(); };
   hooks.on_search_start = [&] {
-    progress.emplace(job.searched(),
-                     static_cast<int64_t>(trace.requests.size()), o.job.jobs);
+    progress.emplace(job.searched(), static_cast<int64_t>(trace.requests.size()), o.job.jobs);
   };
   hooks.on_candidate_done = [&progress] { progress->candidate_done(); };
   run::SizeOutcome out;
@@ -291,35 +255,29 @@ void run_size_command(const CLI::App &cmd, SizeOptions &o) {
   out.context.size_id = fingerprint(cmd, trace);
   write_outputs(o, outputs, out.context, out.results);
   fmt::print(stderr,
-             "kvsim size: {} candidates{}, {} replays ({} stopped early) in "
-             "{:.2f} s wall, {} "
+             "kvsim size: {} candidates{}, {} replays ({} stopped early) in {:.2f} s wall, {} "
              "jobs\n",
-             out.results.size(),
-             o.job.shard.empty() ? "" : fmt::format(" (shard {})", o.job.shard),
+             out.results.size(), o.job.shard.empty() ? "" : fmt::format(" (shard {})", o.job.shard),
              out.replays, out.stopped_early, out.wall_seconds, o.job.jobs);
-  if (o.job.shard.empty())
-    set_verdict_exit_code(out.results);
+  if (o.job.shard.empty()) set_verdict_exit_code(out.results);
 }
 
-} // namespace
+}  // namespace
 
-void register_size_command(CLI::App &app) {
+void register_size_command(CLI::App& app) {
   const auto made = add_grid_command<SizeOptions>(
       app, {"size",
-            "Fewest replicas of each card/TP/KV dtype that serve a trace "
-            "within a latency SLO, "
+            "Fewest replicas of each card/TP/KV dtype that serve a trace within a latency SLO, "
             "by cost",
             "Context length (default: the model's max_position_embeddings)"});
-  CLI::App *cmd = made.first;
+  CLI::App* cmd = made.first;
   const std::shared_ptr<SizeOptions> opts = made.second;
-  SizeOptions &o = *opts;
-  run::SizeJobOptions &j = o.job;
-  // The card, TP, KV dtype and block size are searched; per-card pool sizes
-  // make no sense here.
-  for (const char *flag :
-       {"--gpu", "--vram-gib", "--gpu-spec", "--weights-gib",
-        "--kv-cache-dtype", "--tp", "--block-size", "--num-gpu-blocks-override",
-        "--kv-cache-memory-bytes"}) {
+  SizeOptions& o = *opts;
+  run::SizeJobOptions& j = o.job;
+  // The card, TP, KV dtype and block size are searched; per-card pool sizes make no sense here.
+  for (const char* flag :
+       {"--gpu", "--vram-gib", "--gpu-spec", "--weights-gib", "--kv-cache-dtype", "--tp",
+        "--block-size", "--num-gpu-blocks-override", "--kv-cache-memory-bytes"}) {
     cmd->remove_option(cmd->get_option(flag));
   }
   add_scheduler_options(cmd, j.sched);
@@ -328,71 +286,58 @@ void register_size_command(CLI::App &app) {
       ->check(positive())
       ->group("Scheduler");
 
-  // --slo-ttft-p99 / --slo-tpot-p99 (required here) / --slo-e2e-p99 and
-  // --router with its knobs and admission control: the flags of `kvsim
-  // replay`'s cluster mode (cli/cluster_flags.h).
+  // --slo-ttft-p99 / --slo-tpot-p99 (required here) / --slo-e2e-p99 and --router with its knobs
+  // and admission control: the flags of `kvsim replay`'s cluster mode (cli/cluster_flags.h).
   add_slo_options(*cmd, j.cluster);
   add_router_options(*cmd, j.cluster);
 
-  const char *grid = "Candidates (comma-separated lists)";
-  add_list_option(cmd, "--gpus",
-                  "GPU presets, e.g. l40s,h100-80g,h200-141g (required)",
-                  [&j](const std::string &s) {
-                    for (std::string &g : split_list("--gpus", s))
-                      j.axes.gpus.push_back(g);
+  const char* grid = "Candidates (comma-separated lists)";
+  add_list_option(cmd, "--gpus", "GPU presets, e.g. l40s,h100-80g,h200-141g (required)",
+                  [&j](const std::string& s) {
+                    for (std::string& g : split_list("--gpus", s)) j.axes.gpus.push_back(g);
                   })
       ->group(grid);
-  add_int32_list_option(cmd, "--tp", "tp",
-                        "Tensor-parallel sizes, e.g. 1,2,4,8 (required)",
+  add_int32_list_option(cmd, "--tp", "tp", "Tensor-parallel sizes, e.g. 1,2,4,8 (required)",
                         j.axes.tensor_parallel_sizes)
       ->group(grid);
-  add_kv_cache_dtype_list_option(
-      cmd, "--kv-cache-dtype", "kv_cache_dtype",
-      "KV cache dtypes, e.g. auto,fp8 (default auto)", j.axes.kv_cache_dtypes)
+  add_kv_cache_dtype_list_option(cmd, "--kv-cache-dtype", "kv_cache_dtype",
+                                 "KV cache dtypes, e.g. auto,fp8 (default auto)",
+                                 j.axes.kv_cache_dtypes)
       ->group(grid);
-  add_int32_list_option(cmd, "--block-sizes", "block_sizes",
-                        "Block sizes (default 16)", j.axes.block_sizes)
+  add_int32_list_option(cmd, "--block-sizes", "block_sizes", "Block sizes (default 16)",
+                        j.axes.block_sizes)
       ->group(grid);
   add_int32_list_option(cmd, "--max-num-seqs", "max_num_seqs",
-                        "max_num_seqs values (default: vLLM's for the card)",
-                        j.axes.max_num_seqs)
+                        "max_num_seqs values (default: vLLM's for the card)", j.axes.max_num_seqs)
       ->group(grid);
 
-  const char *search = "Search";
-  cmd->add_option("--max-replicas", j.max_replicas,
-                  "Largest replica count tried per candidate")
+  const char* search = "Search";
+  cmd->add_option("--max-replicas", j.max_replicas, "Largest replica count tried per candidate")
       ->check(positive())
       ->capture_default_str()
       ->group(search);
   cmd->add_option("--gpu-price", j.gpu_prices,
-                  "Price per GPU-hour, NAME=USD (repeatable; overrides the "
-                  "built-in table, "
+                  "Price per GPU-hour, NAME=USD (repeatable; overrides the built-in table, "
                   "docs/size.md)")
       ->group(search);
-  cmd->add_flag(
-         "--no-early-stop", o.no_early_stop,
-         "Replay failing trials to the end (same verdicts, full p99s; slower)")
+  cmd->add_flag("--no-early-stop", o.no_early_stop,
+                "Replay failing trials to the end (same verdicts, full p99s; slower)")
       ->group(search);
 
-  const char *run = add_parallel_options(
-      cmd, j.jobs, "Candidates searched in parallel (threads)", j.shard,
-      "Search only candidates with index % N == I (I/N)");
-  cmd->add_option("--merge", o.merge,
-                  "Join shard JSONs (written by --json) instead of searching")
+  const char* run =
+      add_parallel_options(cmd, j.jobs, "Candidates searched in parallel (threads)", j.shard,
+                           "Search only candidates with index % N == I (I/N)");
+  cmd->add_option("--merge", o.merge, "Join shard JSONs (written by --json) instead of searching")
       ->expected(1, -1)
       ->group(run);
-  cmd->add_option("--json", o.json_path,
-                  "Write the JSON report here ('-' = stdout)")
-      ->group(run);
-  cmd->add_option("--csv", o.csv_path, "Write the CSV here ('-' = stdout)")
-      ->group(run);
+  cmd->add_option("--json", o.json_path, "Write the JSON report here ('-' = stdout)")->group(run);
+  cmd->add_option("--csv", o.csv_path, "Write the CSV here ('-' = stdout)")->group(run);
   cmd->add_option("--plot", o.plot_path,
-                  "Draw cost against SLO attainment (tools/plot_size.py, needs "
-                  "matplotlib)")
+                  "Draw cost against SLO attainment (tools/plot_size.py, needs matplotlib)")
       ->group(run);
   cmd->add_flag("--quiet,-q", o.quiet, "Do not print the table")->group(run);
 
   cmd->callback([opts, cmd] { run_size_command(*cmd, *opts); });
 }
 
-} // namespace kvsim::cli
+}  // namespace kvsim::cli
