@@ -5,17 +5,7 @@
 // Exit status: 0 when at least one candidate is feasible (and for every --shard run, whose
 // verdict is only known after --merge), 2 for bad input or an error, 3 when the search ran but no
 // candidate meets the SLO (the table and files are still written).
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -36,13 +26,12 @@
 #include "kvsim/sim/traces/trace.h"
 #include "output_files.h"
 #include "plan_flags.h"
+#include "plot_output.h"
 #include "run_fingerprint.h"
 #include "scheduler_flags.h"
 #include "size_progress.h"
 #include "trace_flags.h"
 #include "validators.h"
-
-extern char** environ;
 
 namespace kvsim::cli {
 namespace {
@@ -72,104 +61,12 @@ uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
   return run_fingerprint("kvsim size 1\x1e", cmd, trace, is_size_execution_flag);
 }
 
-// tools/plot_size.py: next to this source file's directory (the tree kvsim was built from),
-// unless KVSIM_TOOLS_DIR names another.
-std::filesystem::path plot_script() {
-  if (const char* dir = std::getenv("KVSIM_TOOLS_DIR"); dir != nullptr && *dir != '\0') {
-    return std::filesystem::path(dir) / "plot_size.py";
-  }
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "tools" / "plot_size.py";
-}
-
-// The format matplotlib is told to write: the destination's extension (the temporary's name
-// ends in ".kvsim-XXXXXX", so the script cannot infer it), png when there is none.
-std::string plot_format(const std::string& destination) {
-  std::string ext = std::filesystem::path(destination).extension().string();
-  if (ext.size() <= 1) return "png";
-  ext.erase(0, 1);
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext;
-}
-
-// Runs `python3 tools/plot_size.py JSON -o OUT --format F` (no shell), OUT being the temporary
-// OutputFiles made for --plot, so the plot is committed (or discarded) with the other outputs.
-// The script's own chatter goes to stderr: stdout may carry --json - or --csv -. Throws naming
-// --plot on failure.
-void draw_plot(const std::string& json_text, const std::string& plot_path,
-               const std::string& out_path) {
-  const std::filesystem::path script = plot_script();
-  if (!std::filesystem::exists(script)) {
-    throw std::runtime_error(
-        fmt::format("--plot: {} not found (set KVSIM_TOOLS_DIR to the kvsim source tree's tools/)",
-                    script.string()));
-  }
-  std::string tmpl = (std::filesystem::temp_directory_path() / "kvsim-size-XXXXXX").string();
-  const int fd = mkstemp(tmpl.data());
-  if (fd < 0) throw std::runtime_error("--plot: cannot create a temporary file");
-  close(fd);
-  struct Remove {
-    std::string path;
-    int slot;
-    ~Remove() {
-      std::remove(path.c_str());
-      unregister_temporary(slot);
-    }
-  } remove{tmpl, register_temporary(tmpl)};
-  {
-    std::ofstream f(tmpl, std::ios::binary);
-    f << json_text;
-    if (!f.flush()) throw std::runtime_error("--plot: cannot write a temporary file");
-  }
-  // KVSIM_PYTHON picks the interpreter (one with matplotlib, e.g. /usr/bin/python3).
-  const char* py_env = std::getenv("KVSIM_PYTHON");
-  const std::string python = py_env != nullptr && *py_env != '\0' ? py_env : "python3";
-  std::vector<std::string> args = {python,     script.string(),       tmpl, "-o", out_path,
-                                   "--format", plot_format(plot_path)};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  // kvsim ignores SIGPIPE/SIGXFSZ (interrupt.h); the script gets the defaults back.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);
-  sigaddset(&defaults, SIGXFSZ);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, python.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (spawned != 0) {
-    throw std::runtime_error(fmt::format("--plot: cannot run {} (set KVSIM_PYTHON)", python));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("--plot: waiting for the plot script failed");
-  }
-  throw_if_interrupted();  // a Ctrl-C reached the script too: report the signal, not its failure
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how = WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
-                                              : "killed by a signal";
-    throw std::runtime_error(
-        fmt::format("--plot {}: {} {} failed ({}; it needs matplotlib: set KVSIM_PYTHON)",
-                    plot_path, python, script.string(), how));
-  }
-}
-
 // Registers --json / --csv / --plot (one OutputFiles, so duplicates, inputs, atomic replacement
 // and the no-folder-creation rule cover the plot too). A plot is an image file, never stdout.
 void add_outputs(const SizeOptions& o, OutputFiles& outputs) {
-  if (o.plot_path == "-") {
-    throw std::invalid_argument("--plot -: a plot cannot go to stdout; name a .png or .svg file");
-  }
   outputs.add("--json", o.json_path);
   outputs.add("--csv", o.csv_path);
-  outputs.add("--plot", o.plot_path);
+  add_plot_output(outputs, o.plot_path);
 }
 
 // Writes --json / --csv / the table / --plot for ranked results.
@@ -185,8 +82,9 @@ void write_outputs(const SizeOptions& o, OutputFiles& outputs, const SizeReportC
     outputs.finish("--csv");
   }
   if (outputs.requested("--plot")) {
-    draw_plot(json, o.plot_path, outputs.write_path("--plot"));
-    outputs.finish("--plot");
+    PlotInputs inputs;
+    draw_plot(outputs, o.plot_path, "plot_size.py",
+              {inputs.add([&json](std::ostream& f) { f << json; })});
   }
   outputs.commit_all();
   if (!o.quiet && !outputs.uses_stdout()) std::cout << format_size_table(ctx, results);

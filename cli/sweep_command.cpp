@@ -1,7 +1,9 @@
 // `kvsim sweep TRACE`: replay one trace over a Cartesian grid of configurations; CSV + table.
 // `kvsim sweep --merge a.csv b.csv ... -o all.csv`: join shard CSVs. See docs/sweep.md.
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "kvsim/sim/traces/trace.h"
 #include "output_files.h"
 #include "plan_flags.h"
+#include "plot_output.h"
 #include "run_fingerprint.h"
 #include "scheduler_flags.h"
 #include "trace_flags.h"
@@ -30,6 +33,7 @@ struct SweepOptions {
   run::SweepJobOptions job;  // the trace settings are job.trace
   // Output.
   std::string csv_path;
+  std::string plot_path;  // --plot: tools/plot_sweep.py (plot_output.h)
   bool quiet = false;
   std::vector<std::string> merge;
   std::string output;
@@ -38,7 +42,7 @@ struct SweepOptions {
 // Flags that do not change the results (and so stay out of the sweep fingerprint), and the only
 // ones --merge accepts besides -o.
 bool is_sweep_execution_flag(const std::string& name) {
-  return is_execution_flag(name, {"--csv", "--output"});
+  return is_execution_flag(name, {"--csv", "--output", "--plot"});
 }
 
 // Everything that defines the results of a sweep, canonically: each result-affecting flag as
@@ -48,9 +52,16 @@ uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
   return run_fingerprint("", cmd, trace, is_sweep_execution_flag);
 }
 
+// --plot: tools/plot_sweep.py on the CSV (a temporary file: --csv may be stdout or absent).
+void draw_sweep_plot(OutputFiles& outputs, const std::string& plot_path,
+                     const std::function<void(std::ostream&)>& write_csv) {
+  PlotInputs inputs;
+  draw_plot(outputs, plot_path, "plot_sweep.py", {inputs.add(write_csv)});
+}
+
 void run_merge(const CLI::App& cmd, const SweepOptions& o) {
   check_merge_flags(cmd, o.trace_path, "CSV", "sweep", is_sweep_execution_flag,
-                    "the shard CSVs and -o/--output");
+                    "the shard CSVs, -o/--output and --plot");
   for (const char* flag : {"--jobs", "--shard", "--csv"}) {
     if (cmd.get_option(flag)->count() > 0) {
       throw std::invalid_argument(fmt::format("--merge does not take {}", flag));
@@ -58,12 +69,16 @@ void run_merge(const CLI::App& cmd, const SweepOptions& o) {
   }
   OutputFiles out;
   out.add("--output", o.output.empty() ? "-" : o.output);
+  add_plot_output(out, o.plot_path);
   for (const std::string& path : o.merge) out.add_input("the --merge input", path);
   out.open_all();
   const std::vector<NamedText> shards = read_merge_inputs(o.merge);
   const std::string merged = merge_sweep_csvs(shards);
   out.stream("--output") << merged;
   out.finish("--output");
+  if (out.requested("--plot")) {
+    draw_sweep_plot(out, o.plot_path, [&merged](std::ostream& f) { f << merged; });
+  }
   out.commit_all();
   if (!o.output.empty() && o.output != "-") {
     fmt::print(stderr, "kvsim sweep: merged {} files into {}\n", shards.size(), o.output);
@@ -80,6 +95,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
   const run::SweepJob job = run::prepare_sweep(o.job);
   OutputFiles outputs;
   outputs.add("--csv", o.csv_path);
+  add_plot_output(outputs, o.plot_path);
   outputs.add_input("the trace", o.trace_path);
   outputs.add_input("--config", o.job.plan.config_path);
   outputs.add_input("--gpu-spec", o.job.plan.gpu_spec_path);
@@ -103,10 +119,14 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
     fmt::print(stderr, "kvsim sweep: warning: config {} ({}): all {} requests rejected\n",
                r->point.index, r->point.describe(), r->outcome.requests);
   }
+  const auto write_csv = [&](std::ostream& f) {
+    write_sweep_csv(f, out.rows, out.num_configs, fingerprint(cmd, trace));
+  };
   if (outputs.requested("--csv")) {
-    write_sweep_csv(outputs.stream("--csv"), out.rows, out.num_configs, fingerprint(cmd, trace));
+    write_csv(outputs.stream("--csv"));
     outputs.finish("--csv");
   }
+  if (outputs.requested("--plot")) draw_sweep_plot(outputs, o.plot_path, write_csv);
   outputs.commit_all();
   if (!o.quiet && o.csv_path != "-") {
     fmt::print("kvsim sweep: {} ({} requests), {} of {} configs{}, model {}, gpu {}\n", trace.path,
@@ -173,9 +193,15 @@ void register_sweep_command(CLI::App& app) {
       add_parallel_options(cmd, j.jobs, "Configs replayed in parallel (threads)", j.shard,
                            "Run only configs with index % N == I (I/N, e.g. 0/4)");
   cmd->add_option("--csv", o.csv_path, "Write the per-config CSV here ('-' = stdout)")->group(run);
+  cmd->add_option("--plot", o.plot_path,
+                  "Draw padding and concurrency against block size here, .png/.svg/.pdf "
+                  "(tools/plot_sweep.py, needs matplotlib; also with --merge)")
+      ->group(run);
   cmd->add_flag("--quiet,-q", o.quiet, "Do not print the table")->group(run);
-  cmd->add_option("--merge", o.merge,
-                  "Join shard CSVs (written by --csv) instead of sweeping; takes only -o besides")
+  cmd->add_option(
+         "--merge", o.merge,
+         "Join shard CSVs (written by --csv) instead of sweeping; takes only -o and --plot "
+         "besides")
       ->expected(1, -1)
       ->group(run);
   cmd->add_option("-o,--output", o.output, "Merged CSV path for --merge (default stdout)")

@@ -1,7 +1,14 @@
-"""Shared helpers for kvsim's plot scripts (python3 + matplotlib, Agg backend, no other deps)."""
+"""Shared helpers for kvsim's plot scripts (python3 + matplotlib, Agg backend, no other deps).
+
+The figures themselves are python/kvsim/_plots.py, the one copy the Python package's `.plot()`
+methods draw with too: loaded here from the source tree this tools/ folder belongs to, else
+from an installed kvsim. The scripts only read files, check them and write the image.
+"""
 
 import csv
+import importlib.util
 import json
+import math
 import os
 import sys
 
@@ -13,15 +20,32 @@ except ImportError:
     sys.exit(2)
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
-
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
 
 def die(message):
     """One-line error and exit status 2, like kvsim itself."""
     print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def _load_plots():
+    here = os.path.dirname(os.path.abspath(__file__))
+    source = os.path.join(here, os.pardir, "python", "kvsim", "_plots.py")
+    if os.path.exists(source):
+        spec = importlib.util.spec_from_file_location("kvsim_plots", source)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    try:
+        from kvsim import _plots
+    except ImportError:
+        die(f"the figure code is not found: neither {os.path.normpath(source)} (a kvsim source "
+            "tree) nor an installed kvsim package")
+    return _plots
+
+
+#: python/kvsim/_plots.py: replay_figure, cluster_figure, sweep_figure, size_figure.
+plots = _load_plots()
 
 
 def read_csv(path, required=()):
@@ -63,53 +87,35 @@ def column(rows, name, cast=float, path="input"):
     return out
 
 
-def thin(xs, ys, max_points=3000, reduce=max):
-    """At most max_points (x, y) pairs: consecutive buckets reduced with `reduce` (max keeps
-    spikes visible; pass mean for a smoothed line)."""
-    n = len(xs)
-    if n <= max_points:
-        return xs, ys
-    step = n / max_points
-    tx, ty = [], []
-    for b in range(max_points):
-        lo, hi = int(b * step), max(int((b + 1) * step), int(b * step) + 1)
-        tx.append(xs[lo])
-        ty.append(reduce(ys[lo:hi]))
-    return tx, ty
+def table(rows, numeric, text=(), path="input"):
+    """CSV rows as the columns the figure code takes: each `numeric` column as numbers (int
+    where the cell is one, an empty cell as NaN; a bad number names the line), each `text`
+    column as the strings."""
+    cols = {name: [] for name in list(numeric) + list(text)}
+    for i, r in enumerate(rows):
+        for name in numeric:
+            v = r.get(name, "")
+            if v == "":
+                cols[name].append(math.nan)
+                continue
+            try:
+                cols[name].append(int(v))
+            except ValueError:
+                try:
+                    cols[name].append(float(v))
+                except ValueError:
+                    die(f"{path}:{i + 2}: field '{name}': not a number (got '{v}')")
+        for name in text:
+            cols[name].append(r.get(name, ""))
+    return cols
 
 
-def bin_by_time(ts, ys, bins=400, reduce=max):
-    """Groups steps into `bins` equal time bins (steps are not evenly spaced in time) and reduces
-    each non-empty bin with `reduce`; returns bin centres and values."""
-    if not ts:
-        return [], []
-    t0, t1 = ts[0], ts[-1]
-    width = (t1 - t0) / bins or 1.0
-    groups = {}
-    for t, y in zip(ts, ys):
-        groups.setdefault(min(int((t - t0) / width), bins - 1), []).append(y)
-    keys = sorted(groups)
-    return [t0 + (k + 0.5) * width for k in keys], [reduce(groups[k]) for k in keys]
-
-
-def mean(values):
-    return sum(values) / len(values)
-
-
-def cdf(values):
-    """Sorted values and their empirical CDF (i/n)."""
-    v = sorted(values)
-    n = len(v)
-    return v, [(i + 1) / n for i in range(n)]
-
-
-def nearest_rank(sorted_values, q):
-    """sorted[ceil(q*n)-1], the percentile kvsim reports (latency_stats.h)."""
-    import math
-
-    n = len(sorted_values)
-    k = min(max(math.ceil(q * n - 1e-9 * max(1.0, q * n)), 1), n)
-    return sorted_values[k - 1]
+def figure(make, *args, **kwargs):
+    """`make(*args, **kwargs)`, its ValueError (data that cannot be drawn) as die()."""
+    try:
+        return make(*args, **kwargs)
+    except ValueError as e:
+        die(str(e))
 
 
 def add_figure_arguments(ap, dpi=110):
@@ -128,8 +134,7 @@ def save(fig, path, dpi=110, fmt=None):
     out_dir = os.path.dirname(path)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight", format=fmt)
-    plt.close(fig)
+    plots.save(fig, path, dpi, fmt)
     size = os.path.getsize(path)
     png = fmt == "png" if fmt else path.endswith(".png")
     note = " (over 300 KB: lower --dpi)" if png and size > 300_000 else ""

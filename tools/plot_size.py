@@ -12,9 +12,7 @@ it). Candidates that do not fit are listed in the title count only.
 
 import argparse
 
-from plot_common import COLORS, add_figure_arguments, die, plt, read_json, save
-
-MARKERS = {1: "o", 2: "s", 4: "^", 8: "D", 16: "P"}
+from plot_common import add_figure_arguments, figure, plots, read_json, save
 
 
 def main():
@@ -22,59 +20,7 @@ def main():
     ap.add_argument("json")
     add_figure_arguments(ap)
     args = ap.parse_args()
-
-    report = read_json(args.json)
-    try:
-        cands = report["candidates"]
-        slo = report["slo"]
-    except (KeyError, TypeError):
-        die(f"{args.json}: not a kvsim size report (no 'candidates' / 'slo')")
-    ran = [c for c in cands if c.get("trials")]
-    if not ran:
-        die(f"{args.json}: no candidate was replayed (all {len(cands)} do not fit or are invalid)")
-    gpus = list(dict.fromkeys(c["gpu"] for c in cands))
-    color = {g: COLORS[i % len(COLORS)] for i, g in enumerate(gpus)}
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for c in ran:
-        face = color[c["gpu"]] if c["feasible"] else "none"
-        kw = dict(marker=MARKERS.get(c["tp"], "X"), s=46, edgecolors=color[c["gpu"]],
-                  facecolors=face, linewidths=1.2)
-        ax1.scatter(c["cost_per_hour"], 100.0 * c["slo_attainment"], **kw)
-        for key, thr, dy in (("ttft_p99_s", slo.get("ttft_p99_s"), 0),
-                             ("tpot_p99_s", slo.get("tpot_p99_s"), 0)):
-            if thr:
-                ax2.scatter(c["cost_per_hour"], c[key] / thr + dy,
-                            **dict(kw, marker="o" if key == "ttft_p99_s" else "v"))
-    best = next((c for c in cands if c["feasible"]), None)
-    if best:
-        ax1.annotate(f"cheapest: {best['replicas']} x {best['gpu']} TP{best['tp']} "
-                     f"{best['kv_cache_dtype']}\n${best['cost_per_hour']:.2f}/h",
-                     (best["cost_per_hour"], 100.0 * best["slo_attainment"]),
-                     textcoords="offset points", xytext=(10, -30), fontsize=8,
-                     arrowprops=dict(arrowstyle="->", lw=0.8))
-    ax1.set_xlabel("cost, USD per hour (replicas x TP x price per GPU-hour)")
-    ax1.set_ylabel("requests meeting the SLO, %")
-    ax1.grid(alpha=0.3)
-    ax2.axhline(1.0, color="k", lw=0.8, ls="--", label="SLO threshold")
-    ax2.set_yscale("log")
-    ax2.set_xlabel("cost, USD per hour")
-    ax2.set_ylabel("p99 / threshold (o TTFT, v TPOT)")
-    ax2.grid(alpha=0.3, which="both")
-    for g in gpus:
-        ax2.scatter([], [], color=color[g], label=g)
-    for tp, m in MARKERS.items():
-        if any(c["tp"] == tp for c in ran):
-            ax1.scatter([], [], marker=m, facecolors="none", edgecolors="k", label=f"TP {tp}")
-    ax1.legend(fontsize=8, loc="lower right", title="filled = feasible", title_fontsize=8)
-    ax2.legend(fontsize=8, loc="upper right")
-    thresholds = ", ".join(f"{k.split('_')[0].upper()} p99 <= {v} s"
-                           for k, v in slo.items() if v is not None)
-    fits = len(ran)
-    fig.suptitle(args.title or f"kvsim size: {report['model']} on {report['trace']} "
-                 f"({thresholds}; {fits} of {len(cands)} candidates fit, "
-                 f"{report['feasible']} feasible)", fontsize=10)
-    fig.tight_layout()
+    fig = figure(plots.size_figure, read_json(args.json), title=args.title, where=args.json)
     save(fig, args.output, args.dpi, args.format)
 
 

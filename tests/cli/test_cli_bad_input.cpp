@@ -104,7 +104,7 @@ TEST_F(CliBadInput, MergeRefusesShardsOfDifferentSweeps) {
 TEST_F(CliBadInput, MergeTakesOnlyFilesAndOutput) {
   ASSERT_EQ(run_kvsim(sweep("--block-sizes 16 --csv " + path("a.csv"))).status, 0);
   expect_error("sweep --merge " + path("a.csv") + " --model qwen2.5-7b --block-sizes 16",
-               "--merge takes only the shard CSVs and -o/--output (got --model)");
+               "--merge takes only the shard CSVs, -o/--output and --plot (got --model)");
   expect_error("sweep --merge " + path("a.csv") + " -o " + path("a.csv"),
                "--output " + path("a.csv") + ": is the same file as the --merge input");
 }
