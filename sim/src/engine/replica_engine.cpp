@@ -535,6 +535,12 @@ void ReplicaEngine::step_sync() {
   for (const ScheduledRequest& s : out.scheduled) {
     work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
   }
+  // Implicit decodes (lazy steady decodes): one token each at its context.
+  work.num_seqs += out.implicit_decodes;
+  work.num_decode_tokens += out.implicit_decodes;
+  work.sum_context_tokens += out.implicit_context_tokens;
+  work.sum_context_x_new += out.implicit_context_tokens;
+  work.sum_new_squared += out.implicit_decodes;
   work_ = work;
   execute_batch(out);
   const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/false) + account_swaps(out);

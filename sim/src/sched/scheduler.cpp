@@ -120,8 +120,7 @@ void SchedulerOutput::clear() {
 
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_((validate(config), config)), kv_(kv_config(config)), waiting_(config.policy) {
-  lazy_ = config_.lazy_steady_decodes && config_.async_scheduling &&
-          config_.policy == SchedulingPolicy::FCFS &&
+  lazy_ = config_.lazy_steady_decodes && config_.policy == SchedulingPolicy::FCFS &&
           config_.preemption_mode == PreemptionMode::RECOMPUTE && kv_.coordinator() == nullptr &&
           config_.num_lookahead_tokens == 0;
   if (config_.preemption_mode == PreemptionMode::SWAP) {

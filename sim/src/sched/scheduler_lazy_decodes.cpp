@@ -23,6 +23,11 @@
 // pending batch goes to that batch's departed list) or, for an update-only event, is settled and
 // updated in place. The update that applies a member's or departed member's token re-predicts
 // it, or makes it a member again if it is in the steady phase (lazy_after_update).
+// Sync scheduling (issue 27) uses the same clocks with its own phase: between steps a member has
+// num_computed == num_tokens - 1, no placeholder and nothing in flight; step j is schedule(S + j)
+// then update(S + j); the schedule's allocation caches x + j + 1 tokens (x computed), so a cached
+// block comes one token earlier; and a decode whose update would stop the request (max_tokens,
+// max_model_len) departs at its schedule, so that update runs the general code.
 #include <algorithm>
 #include <climits>
 #include <stdexcept>
@@ -84,7 +89,7 @@ void Scheduler::lazy_settle(size_t i) {
     const auto k = static_cast<int32_t>(scheduled);
     r.num_computed_tokens += k;
     r.num_in_flight_tokens += k;
-    r.num_output_placeholders += k;
+    if (config_.async_scheduling) r.num_output_placeholders += k;
     kv_.settle_held_tokens(r.request_id, k);
     UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
     u.tokens += k;
@@ -96,7 +101,7 @@ void Scheduler::lazy_settle(size_t i) {
     const auto k = static_cast<int32_t>(updated);
     r.num_output_tokens += k;
     r.num_in_flight_tokens -= k;
-    r.num_output_placeholders -= k;
+    if (config_.async_scheduling) r.num_output_placeholders -= k;
     l.su = lz_upd_done_;
     // Hash boundaries need no event: the blocks decodes complete are private, nothing reads
     // their hashes before this request's next cache event or preemption, and both settle it
@@ -139,6 +144,13 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   lazy_settle(i);
   Request& r = *running_[i];
   if (lazy_skips(r)) return false;
+  const bool async = config_.async_scheduling;
+  // Sync: the update of this batch samples the token scheduled now; if that token stops the
+  // request, the update must see an entry (the general code).
+  if (!async && (int64_t{r.num_output_tokens} + 1 >= r.max_tokens ||
+                 int64_t{r.num_tokens()} + 1 >= config_.max_model_len)) {
+    return false;
+  }
   // schedule_running's body for n = 1 when the allocation succeeds (a failed one changes
   // nothing; the general code then preempts).
   if (!kv_.allocate_slots_in_held_blocks(r, 1, 0)) {
@@ -152,7 +164,7 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   // _update_after_schedule, applied here (the lazy clock starts after this batch).
   r.num_computed_tokens += 1;
   r.num_in_flight_tokens += 1;
-  r.num_output_placeholders += 1;
+  if (async) r.num_output_placeholders += 1;
   LazyRunning& l = lz_[i];
   l.sc = lz_sched_done_ + 1;
   UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
@@ -162,15 +174,21 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   // flight): that update has nothing to do for it (allocate_slots cached its blocks up to
   // num_tokens, and its last token cannot come there, or the RUNNING loop would have skipped
   // it).
-  lazy_predict_from(i, int64_t{r.num_tokens()} + 1, int64_t{r.num_output_tokens} + 1,
-                    lz_sched_done_ + 1);
+  // Sync: from the state after this batch's update (computed as now, one more output token).
+  lazy_predict_from(i, async ? int64_t{r.num_tokens()} + 1 : int64_t{r.num_computed_tokens},
+                    int64_t{r.num_output_tokens} + 1, lz_sched_done_ + 1);
   return true;
 }
 
 bool Scheduler::lazy_is_steady(const Request& r) const {
-  if (r.status != RequestStatus::RUNNING || r.num_output_tokens < 1 ||
-      r.num_computed_tokens != r.num_tokens() || r.num_output_placeholders != 1 ||
-      r.num_in_flight_tokens != 1) {
+  if (r.status != RequestStatus::RUNNING || r.num_output_tokens < 1) return false;
+  if (config_.async_scheduling) {
+    if (r.num_computed_tokens != r.num_tokens() || r.num_output_placeholders != 1 ||
+        r.num_in_flight_tokens != 1) {
+      return false;
+    }
+  } else if (r.num_computed_tokens != r.num_tokens() - 1 || r.num_output_placeholders != 0 ||
+             r.num_in_flight_tokens != 0) {
     return false;
   }
   const std::optional<KVCacheManager::HeldBlocksView> held = kv_.held_blocks(r.request_id);
@@ -190,10 +208,25 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   int64_t j = int64_t{r.max_tokens} - 1 - num_output;
   j = std::min(j, int64_t{config_.max_model_len} - 2 - x);
   j = std::min(j, int64_t{held.num_blocks} * bs - x);
-  if (config_.enable_prefix_caching) j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
+  if (config_.async_scheduling) {
+    if (config_.enable_prefix_caching) {
+      j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
+    }
+    j = std::max<int64_t>(j, 0);
+    lz_next_sched_[i] = next_schedule + j;
+    lz_next_update_[i] = next_schedule - 1 + j;
+    return;
+  }
+  // Sync (x computed, x + 1 tokens): step j is schedule(S + j) then update(S + j). The
+  // allocation of schedule(S + j) caches x + j + 1 tokens; its update samples output
+  // num_output + j + 1 and makes the sequence x + j + 2 long, which stops it at max_tokens or
+  // max_model_len (the schedule event departs then: lazy_schedule_event).
+  if (config_.enable_prefix_caching) {
+    j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - 1 - x);
+  }
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;
-  lz_next_update_[i] = next_schedule - 1 + j;
+  lz_next_update_[i] = next_schedule + j;
 }
 
 void Scheduler::lazy_after_update() {

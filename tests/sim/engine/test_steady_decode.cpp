@@ -77,7 +77,10 @@ Outputs replay(const Trace& trace, ReplayConfig config, bool steady, const StepT
   return out;
 }
 
-TEST(SteadyDecode, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
+// Async (the default) and sync scheduling (issue 27: the sync path has the mode too).
+class SteadyDecodeModes : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SteadyDecodeModes, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
   std::mt19937_64 rng(20261202);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   int64_t steady_cases = 0;
@@ -86,7 +89,7 @@ TEST(SteadyDecode, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
   FixedStepTime fixed(10.0);
   for (int seed = 0; seed < 240; ++seed) {
     ReplayConfig c;
-    c.scheduler.async_scheduling = true;
+    c.scheduler.async_scheduling = GetParam();
     c.scheduler.block_size = pick(0, 2) == 0 ? 16 : 4;
     c.scheduler.max_model_len = pick(0, 3) == 0 ? 100 : 256;
     // From a pool that preempts all the time to one that never does.
@@ -119,7 +122,7 @@ TEST(SteadyDecode, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
   EXPECT_GE(total_steady_steps, 20'000);
 }
 
-TEST(SteadyDecode, RooflineStepTimesAreIdentical) {
+TEST_P(SteadyDecodeModes, RooflineStepTimesAreIdentical) {
   // The roofline model reads every field of StepWork: the steady batch's sums must equal the
   // per-request ones.
   std::mt19937_64 rng(7);
@@ -134,7 +137,7 @@ TEST(SteadyDecode, RooflineStepTimesAreIdentical) {
   const RooflineStepTime roofline(shape, RooflineGpu{"test-gpu", 165e12, 1.0e12});
   for (int seed = 0; seed < 40; ++seed) {
     ReplayConfig c;
-    c.scheduler.async_scheduling = true;
+    c.scheduler.async_scheduling = GetParam();
     c.scheduler.block_size = 4;
     c.scheduler.max_model_len = 256;
     c.scheduler.num_gpu_blocks = 200;
@@ -148,8 +151,8 @@ TEST(SteadyDecode, RooflineStepTimesAreIdentical) {
   }
 }
 
-// Drives one Scheduler through EngineCore's async loop over `n` requests arriving every few
-// steps, and records per step what schedule() and update_from_output() produced (totals, new
+// Drives one Scheduler through EngineCore's loop (async or sync) over `n` requests arriving every
+// few steps, and records per step what schedule() and update_from_output() produced (totals, new
 // block ids, finished requests, and per request either its entry or - lazily - nothing), then,
 // after settle_lazy_decodes(), every request's counters and table and the pool.
 std::string describe(const Scheduler& s, const std::vector<std::unique_ptr<Request>>& reqs) {
@@ -217,7 +220,9 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) 
       run.implicit += o.implicit_decodes;
       line = describe(o);
       run.preemptions += static_cast<int64_t>(o.preempted_req_ids.size());
+      // Sync: EngineCore.step() updates every batch it schedules.
       process =
+          !config.async_scheduling ||
           !(s.num_pending_outputs() < 2 && (o.total_num_scheduled_tokens > 0 || s.has_requests()));
     }
     if (process && s.num_pending_outputs() > 0) line += " | " + describe(s.update_from_output());
@@ -227,7 +232,7 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) 
   return run;
 }
 
-TEST(SteadyDecode, SchedulerStepsAndStateAreTheGeneralPaths) {
+TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   int64_t implicit = 0;
   int64_t preemptions = 0;
   for (const bool caching : {true, false}) {
@@ -235,7 +240,7 @@ TEST(SteadyDecode, SchedulerStepsAndStateAreTheGeneralPaths) {
       for (const int32_t blocks_per_seq : {2, 6}) {  // 2: preempts; 6: roomy
         for (const int every : {1, 3, 17}) {
           SchedulerConfig c;
-          c.async_scheduling = true;
+          c.async_scheduling = GetParam();
           c.block_size = bs;
           c.max_model_len = 128;
           c.num_gpu_blocks = 1 + blocks_per_seq * (128 / bs);
@@ -262,6 +267,11 @@ TEST(SteadyDecode, SchedulerStepsAndStateAreTheGeneralPaths) {
   EXPECT_GE(implicit, 5000);
   EXPECT_GE(preemptions, 50);
 }
+
+INSTANTIATE_TEST_SUITE_P(SteadyDecode, SteadyDecodeModes, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("Async") : std::string("Sync");
+                         });
 
 }  // namespace
 }  // namespace kvsim

@@ -59,7 +59,7 @@ struct ReplayConfig {
   // costs O(events) rather than O(running) (SchedulerConfig::lazy_steady_decodes). Every block
   // id, counter, timeline row and record is the same either way (tests/sim/
   // engine/test_steady_decode.cpp replays both). Only null-backend replays without check_invariants
-  // use it, and only async FCFS recompute scheduling on a single full-attention group.
+  // use it, and only FCFS recompute scheduling (async or sync) on a single full-attention group.
   bool steady_decode = true;
   int64_t livelock_steps = 0;  // token-less steps before giving up; 0 = auto (see above)
   int64_t progress_every_steps = 8192;

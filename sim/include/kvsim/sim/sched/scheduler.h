@@ -270,15 +270,16 @@ class Scheduler {
   // *event*, predicted conservatively from its exact state: its allocation or cached block, its
   // last token or max_model_len, and whenever the general code must see it (a token budget that
   // runs out before it, a preemption). A new or cached block keeps it a member; the other
-  // events make it leave, and it joins again at the end of the update that finds it steady (one
-  // token in flight, num_computed == num_tokens). Block hashes are brought up to date whenever
+  // events make it leave, and it joins again at the end of the update that finds it steady
+  // (async: one token in flight, num_computed == num_tokens; sync: nothing in flight,
+  // num_computed == num_tokens - 1). Block hashes are brought up to date whenever
   // it is settled. An early event costs time, never exactness.
   // Between calls the pool, the tables, block hashes, totals (padding_tokens(), usage()) and
   // step counters are exact; a member's Request counters and its table's held tokens lag until
   // settle_lazy_decodes(). Tokens scheduled implicitly are reported per request through
   // take_unreported_tokens() (the engine's per-request records).
-  // Only for async FCFS recompute scheduling on the single full-attention path without
-  // lookahead; otherwise the option does nothing.
+  // Only for FCFS recompute scheduling (async or sync) on the single full-attention path
+  // without lookahead; otherwise the option does nothing.
   bool lazy_decodes_active() const { return lazy_; }
   // Makes every member's counters exact (members stay members).
   void settle_lazy_decodes();
