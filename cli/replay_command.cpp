@@ -38,6 +38,8 @@ struct ReplayCommandOptions {
   std::string json_path;
   std::string timeline_path;
   std::string requests_path;
+  std::string metrics_path;   // --metrics: OpenMetrics text (docs/metrics.md)
+  std::string vllm_log_path;  // --vllm-log: vLLM's periodic engine log lines
   bool no_progress = false;
 };
 
@@ -46,12 +48,17 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   if (cluster_flags_given(cmd)) job.cluster = o.cluster;
   job.record_timeline = !o.timeline_path.empty();
   job.record_requests = !o.requests_path.empty();
+  if (!o.metrics_path.empty() || !o.vllm_log_path.empty()) {
+    job.record_timeline = job.record_requests = true;  // both are sampled from the records
+  }
   check_trace_options(cmd, o.trace);
   run::check_replay_options(job);
   OutputFiles outputs;
   outputs.add("--json", o.json_path);
   outputs.add("--timeline", o.timeline_path);
   outputs.add("--requests", o.requests_path);
+  outputs.add("--metrics", o.metrics_path);
+  outputs.add("--vllm-log", o.vllm_log_path);
   outputs.add_input("the trace", o.trace_path);
   outputs.add_input("--config", job.plan.config_path);
   outputs.add_input("--gpu-spec", job.plan.gpu_spec_path);
@@ -109,6 +116,14 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
       write_requests_csv(outputs.stream("--requests"), result.requests);
     }
     outputs.finish("--requests");
+  }
+  if (outputs.requested("--metrics")) {
+    out.write_metrics(outputs.stream("--metrics"));
+    outputs.finish("--metrics");
+  }
+  if (outputs.requested("--vllm-log")) {
+    out.write_vllm_log(outputs.stream("--vllm-log"));
+    outputs.finish("--vllm-log");
   }
   fmt::print(stderr, "kvsim replay: {} requests, {} steps in {:.3f} s wall\n",
              result.summary.requests, result.summary.steps, result.summary.wall_seconds);
@@ -170,6 +185,25 @@ void register_replay_command(CLI::App& app) {
                   "Write one CSV row per step to PATH ('-' = stdout instead of the report)");
   cmd->add_option("--requests", o->requests_path,
                   "Write one CSV row per request to PATH ('-' = stdout instead of the report)");
+  cmd->add_option("--metrics", o->metrics_path,
+                  "Write the run as vLLM's Prometheus metrics, OpenMetrics text, to PATH ('-' = "
+                  "stdout instead of the report; docs/metrics.md)");
+  cmd->add_option("--metrics-interval", o->job.metrics_interval,
+                  "Simulated seconds between two --metrics samples (a Prometheus scrape)")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--metrics-start", o->job.metrics_start,
+                  "Unix time (s) of simulated time 0 in --metrics and --vllm-log (default "
+                  "2025-01-01T00:00:00Z)")
+      ->check(non_negative());
+  cmd->add_option("--vllm-log", o->vllm_log_path,
+                  "Write vLLM's periodic engine log lines (throughput, running, waiting, KV "
+                  "usage) to PATH ('-' = stdout instead of the report)");
+  cmd->add_option("--vllm-log-interval", o->job.vllm_log_interval,
+                  "Simulated seconds between two --vllm-log lines (vLLM's "
+                  "VLLM_LOG_STATS_INTERVAL)")
+      ->check(positive())
+      ->capture_default_str();
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_flag("--check-invariants", o->job.check_invariants,
                 "Check the allocator's invariants after every step (slow)");

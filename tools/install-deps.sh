@@ -9,7 +9,9 @@ pkgs=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-de
       # clang + libclang-rt-dev (libFuzzer): the fuzz targets' smoke runs (docs/files.md).
       clang libclang-rt-dev
       # python3-dev python3-pip: the Python package (python/) when python3 is Debian's.
-      python3-dev python3-pip)
+      python3-dev python3-pip
+      # prometheus (+ promtool): the prometheus.roundtrip test of --metrics (docs/metrics.md).
+      prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

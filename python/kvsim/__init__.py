@@ -34,14 +34,14 @@ from . import _options
 from ._kvsim import BlockPool, DoesNotFitError, KVCacheManager, Request, TraceError
 from ._calibrate import calibrate
 from ._results import (ClusterReplayResult, Plan, ReplayResult, SizeReport, Summary,
-                       plan_from_json, requests_frame, timeline_frame)
+                       plan_from_json, plot_sweep, requests_frame, timeline_frame)
 from ._trace import Trace, TraceRequest
 
 __all__ = [
     "BlockPool", "ClusterReplayResult", "DoesNotFitError", "GPU_PRESETS", "KVCacheManager",
     "MODEL_PRESETS", "Plan", "ROUTER_POLICIES", "ReplayResult", "Request", "SizeReport",
     "Summary", "Trace", "TraceError", "TraceRequest", "calibrate", "plan", "read_trace",
-    "replay", "size", "sweep",
+    "plot_sweep", "replay", "size", "sweep",
 ]
 __version__ = "0.1.0"
 
@@ -151,6 +151,36 @@ def _as_trace(fn: str, trace: Any) -> Trace:
     raise TypeError(f"{fn}(): trace must be a kvsim.Trace or a path (got {type(trace).__name__})")
 
 
+def _output_path(fn: str, name: str, value: Any) -> Optional[str]:
+    """A file keyword (metrics=, vllm_log=): None or a path."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise TypeError(f"{fn}(): {name} must be a path (got {value!r})")
+    return os.fspath(value)
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Writes `text` to a temporary file beside `path`, then renames it over `path` (the CLI's
+    rule: the destination is replaced whole or left as it was)."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.kvsim-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def replay(
     trace: Trace | str | os.PathLike,
     *,
@@ -208,6 +238,11 @@ def replay(
     steady_decode: bool = True,
     timeline: bool = False,
     requests: bool = False,
+    metrics: Optional[str | os.PathLike] = None,
+    metrics_interval: Optional[float] = None,
+    metrics_start: Optional[float] = None,
+    vllm_log: Optional[str | os.PathLike] = None,
+    vllm_log_interval: Optional[float] = None,
 ) -> ReplayResult:
     """Replays a trace through the vLLM 0.26 scheduler and allocator clone: the numbers of
     ``kvsim replay --json`` (observed vs formula concurrency, padding, preemptions, prefix
@@ -220,7 +255,12 @@ def replay(
     step_time is the CLI's --step-time spec ('roofline', 'fixed:MS', 'physics:FILE'). ``timeline=True`` /
     ``requests=True`` keep the per-step / per-request tables (result.timeline,
     result.requests); ``steady_decode=False`` runs every step through the general scheduler
-    path (``--no-steady-decode``: speed only, the results are identical). Runs without the GIL;
+    path (``--no-steady-decode``: speed only, the results are identical). ``metrics=PATH``
+    writes the run as vLLM's Prometheus metrics (``--metrics``: OpenMetrics text, a sample every
+    ``metrics_interval`` simulated seconds, default 15, stamped from ``metrics_start``, Unix
+    seconds, default 2025-01-01T00:00:00Z; docs/metrics.md) and ``vllm_log=PATH`` vLLM's
+    periodic engine log (``--vllm-log``, a line every ``vllm_log_interval`` s, default 10); each
+    file is replaced atomically once the replay is done. Runs without the GIL;
     Ctrl-C raises KeyboardInterrupt within a few milliseconds of replay.
 
     Cluster mode (``kvsim replay --replicas N --router R``, docs/cluster.md): any of the cluster
@@ -236,13 +276,18 @@ def replay(
     """
     given = dict(locals())
     t = _as_trace("replay", given.pop("trace"))
+    outputs = {k: _output_path("replay", k, given.pop(k)) for k in ("metrics", "vllm_log")}
     plan_kw = _options.group("replay", given, _options.PLAN_KEYS)
     sched_kw = _options.group("replay", given, _options.SCHEDULER_KEYS)
     replay_kw = _options.group("replay", given, _options.REPLAY_KEYS)
     clustered = _options.cluster_mode(given)
     cluster_kw = _options.group("replay", given, _options.CLUSTER_KEYS) if clustered else None
-    text, report, raw_timeline, raw_requests, all_rejected = _kvsim.replay(
-        t._handle, plan_kw, sched_kw, replay_kw, cluster_kw)
+    text, report, raw_timeline, raw_requests, all_rejected, metrics_text, log_text = _kvsim.replay(
+        t._handle, plan_kw, sched_kw, replay_kw, cluster_kw, outputs["metrics"] is not None,
+        outputs["vllm_log"] is not None)
+    for key, content in (("metrics", metrics_text), ("vllm_log", log_text)):
+        if outputs[key] is not None:
+            _write_atomically(outputs[key], content)
     import json
 
     result_type = ClusterReplayResult if clustered else ReplayResult

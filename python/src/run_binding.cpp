@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -151,11 +152,15 @@ nb::object scalar_column(std::vector<T>&& values_in) {
 // the cluster engine and the JSON/report are the cluster ones; the tables then carry the CLI's
 // cluster columns exactly when its CSVs do (run::ReplayOutcome says when).
 nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched_kwargs,
-                 nb::dict replay_kwargs, std::optional<nb::dict> cluster_kwargs) {
+                 nb::dict replay_kwargs, std::optional<nb::dict> cluster_kwargs, bool metrics,
+                 bool vllm_log) {
   run::ReplayOptions o;
   o.plan = plan_options_from(plan_kwargs);
   o.sched = scheduler_options_from(sched_kwargs);
   take_replay_options(replay_kwargs, o);
+  // The metrics text and vLLM log are sampled from the records; the tables asked for are kept.
+  const bool keep_timeline = o.record_timeline, keep_requests = o.record_requests;
+  if (metrics || vllm_log) o.record_timeline = o.record_requests = true;
   if (cluster_kwargs) o.cluster = cluster_options_from(*cluster_kwargs);
   const run::ReplayJob job = run::prepare_replay(o, *handle.trace, handle.options);
 
@@ -170,16 +175,27 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   }
   const std::string json = out.summary_json().dump();
   const std::string report = out.report();
+  nb::object metrics_text = nb::none(), vllm_log_text = nb::none();
+  if (metrics) {
+    std::ostringstream os;
+    out.write_metrics(os);
+    metrics_text = nb::str(os.str().c_str());
+  }
+  if (vllm_log) {
+    std::ostringstream os;
+    out.write_vllm_log(os);
+    vllm_log_text = nb::str(os.str().c_str());
+  }
   ReplayResult& result = out.result();
   nb::object timeline = nb::none(), requests = nb::none();
-  if (o.record_timeline) {
+  if (keep_timeline) {
     nb::dict cols = timeline_columns(std::move(result.timeline));
     if (out.timeline_has_replica()) {
       cols["replica"] = scalar_column(std::move(out.cluster->timeline_replica));
     }
     timeline = cols;
   }
-  if (o.record_requests) {
+  if (keep_requests) {
     nb::dict cols = request_columns(std::move(result.requests));
     if (out.requests_have_cluster_columns()) {
       cols["replica"] = scalar_column(std::move(out.cluster->request_replica));
@@ -189,7 +205,8 @@ nb::tuple replay(const TraceHandle& handle, nb::dict plan_kwargs, nb::dict sched
   }
   nb::object all_rejected = nb::none();
   if (out.all_rejected()) all_rejected = nb::str(out.all_rejected_message().c_str());
-  return nb::make_tuple(json, report, timeline, requests, all_rejected);
+  return nb::make_tuple(json, report, timeline, requests, all_rejected, metrics_text,
+                        vllm_log_text);
 }
 
 }  // namespace
@@ -200,9 +217,11 @@ void register_runs(nb::module_& m) {
         nb::arg("async_scheduling"), "`kvsim plan --json`: the plan as JSON text.");
   m.def("replay", &replay, nb::arg("trace"), nb::arg("plan_options"), nb::arg("scheduler_options"),
         nb::arg("replay_options"), nb::arg("cluster_options").none() = nb::none(),
+        nb::arg("metrics") = false, nb::arg("vllm_log") = false,
         "`kvsim replay` (with cluster_options: its cluster mode, `--replicas N --router ...`): "
         "(JSON summary text, human report, timeline columns or None, request columns or None, "
-        "the all-rejected message or None). "
+        "the all-rejected message or None, the --metrics OpenMetrics text or None, the "
+        "--vllm-log lines or None). "
         "Runs without the GIL; Ctrl-C raises KeyboardInterrupt.");
   m.attr("ADMISSION_STOP_NAMES") = admission_stop_names();
   m.attr("REJECT_REASON_NAMES") = code_names<RejectReason>(kNumRejectReasons);

@@ -10,6 +10,8 @@
 #include "kvsim/run/trace_input.h"
 #include "kvsim/sim/engine/replay_setup.h"
 #include "kvsim/sim/report/cluster_report.h"
+#include "kvsim/sim/report/openmetrics.h"
+#include "kvsim/sim/report/vllm_log.h"
 
 namespace kvsim::run {
 namespace {
@@ -32,6 +34,27 @@ std::string describe_rejections(const ReplaySummary& s, const ClusterResult* clu
   }
   return out;
 }
+
+// metrics_interval / vllm_log_interval: a whole number of ms in (0, 1e9] s; metrics_start: a
+// Unix time in [0, 1e11) s (Prometheus keeps ms timestamps in int64).
+void check_metrics_options(const ReplayOptions& o) {
+  for (const auto& [id, v] : {std::pair{"metrics_interval", o.metrics_interval},
+                              std::pair{"vllm_log_interval", o.vllm_log_interval}}) {
+    if (!std::isfinite(v) || v < 0.001 || v > 1e9 || std::fabs(v * 1e3 - std::round(v * 1e3)) > 1e-6) {
+      throw std::invalid_argument(
+          fmt::format("{}: must be a whole number of milliseconds, from 0.001 to 1e9 s",
+                      param(id, fmt::format("{}", v))));
+    }
+  }
+  if (o.metrics_start && (!std::isfinite(*o.metrics_start) || *o.metrics_start < 0 ||
+                          *o.metrics_start >= 1e11)) {
+    throw std::invalid_argument(
+        fmt::format("{}: must be a Unix time in seconds, from 0 to 1e11",
+                    param("metrics_start", fmt::format("{}", *o.metrics_start))));
+  }
+}
+
+int64_t whole_ms_as_ns(double seconds) { return std::llround(seconds * 1e3) * 1'000'000; }
 
 }  // namespace
 
@@ -79,6 +102,7 @@ void check_replay_options(const ReplayOptions& o) {
         fmt::format("{}: must be a finite number > 0",
                     param("swap_bandwidth_gbps", fmt::format("{}", bandwidth))));
   }
+  check_metrics_options(o);
 }
 
 bool replay_can_stream(const ReplayOptions& o, const std::string& trace_path) {
@@ -207,6 +231,49 @@ std::string ReplayOutcome::all_rejected_message() const {
       "all {} requests were rejected ({}); max_model_len {}, {} usable blocks of {} tokens",
       s.requests, describe_rejections(s, cluster ? &*cluster : nullptr), sc.max_model_len,
       sc.num_gpu_blocks - 1, sc.block_size);
+}
+
+namespace {
+
+// The records per engine and the sampling: one engine for a plain replay, one per replica.
+template <typename Write>
+void write_sampled(const ReplayOutcome& out, double interval_s, const Write& write) {
+  const ReplayJob& job = *out.job;
+  if (!job.options.record_timeline || !job.options.record_requests) {
+    throw std::logic_error("the metrics and the vLLM log need the timeline and request records");
+  }
+  MetricsSampling sampling;
+  sampling.model_name = job.plan.model_name;
+  sampling.interval_ns = whole_ms_as_ns(interval_s);
+  sampling.start_unix_ns =
+      whole_ms_as_ns(job.options.metrics_start.value_or(kDefaultMetricsStartUnixS));
+  const ReplayResult& r = out.result();
+  if (!out.cluster) {
+    const EngineRecords engine{r.timeline, r.requests};
+    write(std::span<const EngineRecords>(&engine, 1), sampling);
+    return;
+  }
+  const ReplicaRecords split =
+      split_by_replica(r.timeline, out.cluster->timeline_replica, r.requests,
+                       out.cluster->request_replica, job.cluster->replicas);
+  const std::vector<EngineRecords> engines = split.engines();
+  write(std::span<const EngineRecords>(engines), sampling);
+}
+
+}  // namespace
+
+void ReplayOutcome::write_metrics(std::ostream& os) const {
+  write_sampled(*this, job->options.metrics_interval,
+                [&os](std::span<const EngineRecords> e, const MetricsSampling& s) {
+                  write_openmetrics(os, e, s);
+                });
+}
+
+void ReplayOutcome::write_vllm_log(std::ostream& os) const {
+  write_sampled(*this, job->options.vllm_log_interval,
+                [&os](std::span<const EngineRecords> e, const MetricsSampling& s) {
+                  kvsim::write_vllm_log(os, e, s);
+                });
 }
 
 }  // namespace kvsim::run

@@ -113,7 +113,7 @@ def test_table_dtypes(py_runs):
 
 def test_tables_are_views_of_the_replay_records():
     trace = kvsim.read_trace(AZURE_CONV, max_requests=200)
-    _, _, raw_t, raw_r, _ = _kvsim.replay(trace._handle, {}, {}, {"timeline": True,
+    _, _, raw_t, raw_r, *_ = _kvsim.replay(trace._handle, {}, {}, {"timeline": True,
                                                                "requests": True})
     for raw in (raw_t, raw_r):
         for a in raw.values():

@@ -95,6 +95,9 @@ void visit_replay_params(O& o, Visit&& visit) {
   visit(Param{"steady_decode"}, o.steady_decode);
   visit(Param{"timeline"}, o.record_timeline);
   visit(Param{"requests"}, o.record_requests);
+  visit(Param{"metrics_interval", ValueRule::kPositive}, o.metrics_interval);
+  visit(Param{"metrics_start", ValueRule::kNonNegative}, o.metrics_start);
+  visit(Param{"vllm_log_interval", ValueRule::kPositive}, o.vllm_log_interval);
 }
 
 // The cluster settings (replay's cluster mode; size takes all but replicas and slo_stop_early).

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,13 @@ namespace kvsim::run {
 // vLLM V0's swap space per GPU and an effective PCIe 4.0 x16 host link.
 inline constexpr double kDefaultSwapSpaceGib = 4.0;
 inline constexpr double kDefaultSwapBandwidthGbps = 25.0;
+// The metrics file and vLLM log (docs/metrics.md): a scrape every 15 s (Prometheus's sample
+// configuration's scrape_interval), a log line every 10 s (vLLM's VLLM_LOG_STATS_INTERVAL), and
+// simulated time 0 at 2025-01-01T00:00:00Z unless a start is given (kvsim's traces keep
+// arrivals relative to their first request: no trace clock to start from).
+inline constexpr double kDefaultMetricsIntervalS = 15.0;
+inline constexpr double kDefaultVllmLogIntervalS = 10.0;
+inline constexpr double kDefaultMetricsStartUnixS = 1735689600.0;
 
 // Everything `replay` takes besides the trace. Optional values mean "not given".
 struct ReplayOptions {
@@ -52,6 +60,11 @@ struct ReplayOptions {
   bool steady_decode = true;  // speed only: outputs are identical either way
   bool record_timeline = false;
   bool record_requests = false;
+  // The metrics file and vLLM log (ReplayOutcome::write_metrics / write_vllm_log); both need
+  // record_timeline and record_requests.
+  double metrics_interval = kDefaultMetricsIntervalS;  // s, a whole number of ms
+  std::optional<double> metrics_start;                 // Unix s of simulated time 0
+  double vllm_log_interval = kDefaultVllmLogIntervalS;  // s, a whole number of ms
 };
 
 // The combination rules, before anything is read: swap_* need preemption_mode swap,
@@ -112,6 +125,12 @@ struct ReplayOutcome {
   // tokens").
   bool all_rejected() const;
   std::string all_rejected_message() const;
+  // The run as a vLLM server's Prometheus metrics (OpenMetrics text, sim/report/openmetrics.h:
+  // one `engine` label per replica) and its periodic engine log (vllm_log.h), at the job's
+  // metrics_interval / vllm_log_interval from metrics_start. Need the job's record_timeline and
+  // record_requests (std::logic_error otherwise).
+  void write_metrics(std::ostream& os) const;
+  void write_vllm_log(std::ostream& os) const;
 };
 
 // Runs the replay. `progress` is called every `progress_every_steps` steps (0: the engine's
