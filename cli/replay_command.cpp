@@ -7,8 +7,10 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -23,6 +25,7 @@
 #include "kvsim/sim/traces/trace_stream.h"
 #include "output_files.h"
 #include "plan_flags.h"
+#include "plot_output.h"
 #include "scheduler_flags.h"
 #include "trace_flags.h"
 #include "validators.h"
@@ -38,16 +41,52 @@ struct ReplayCommandOptions {
   std::string json_path;
   std::string timeline_path;
   std::string requests_path;
+  std::string plot_path;      // --plot: tools/plot_replay.py or plot_cluster.py (plot_output.h)
   std::string metrics_path;   // --metrics: OpenMetrics text (docs/metrics.md)
   std::string vllm_log_path;  // --vllm-log: vLLM's periodic engine log lines
   bool no_progress = false;
 };
+
+// The --timeline / --requests CSV of a replay (the cluster CSVs when the rows carry a replica).
+void write_timeline(std::ostream& f, const run::ReplayOutcome& out) {
+  if (out.timeline_has_replica()) {
+    write_cluster_timeline_csv(f, out.result().timeline, out.cluster->timeline_replica);
+  } else {
+    write_timeline_csv(f, out.result().timeline);
+  }
+}
+
+void write_requests(std::ostream& f, const run::ReplayOutcome& out) {
+  if (out.requests_have_cluster_columns()) {
+    write_cluster_requests_csv(f, out.result().requests, out.cluster->request_replica,
+                               out.cluster->admission_reason);
+  } else {
+    write_requests_csv(f, out.result().requests);
+  }
+}
+
+// --plot: the summary, timeline and requests written for the script (temporary files: the
+// user's own outputs may be stdout or absent), then tools/plot_replay.py, or plot_cluster.py for
+// rows with a replica column (--replicas 2 or more).
+void draw_replay_plot(OutputFiles& outputs, const std::string& plot_path,
+                      const run::ReplayOutcome& out) {
+  PlotInputs inputs;
+  const std::string summary =
+      inputs.add([&out](std::ostream& f) { f << out.summary_json().dump(2) << "\n"; });
+  const std::string timeline = inputs.add([&out](std::ostream& f) { write_timeline(f, out); });
+  const std::string requests = inputs.add([&out](std::ostream& f) { write_requests(f, out); });
+  draw_plot(outputs, plot_path, out.timeline_has_replica() ? "plot_cluster.py" : "plot_replay.py",
+            {"--summary", summary, "--timeline", timeline, "--requests", requests});
+}
 
 void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   run::ReplayOptions& job = o.job;
   if (cluster_flags_given(cmd)) job.cluster = o.cluster;
   job.record_timeline = !o.timeline_path.empty();
   job.record_requests = !o.requests_path.empty();
+  if (!o.plot_path.empty()) {
+    job.record_timeline = job.record_requests = true;  // the figure's series and latency CDFs
+  }
   if (!o.metrics_path.empty() || !o.vllm_log_path.empty()) {
     job.record_timeline = job.record_requests = true;  // both are sampled from the records
   }
@@ -57,6 +96,7 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   outputs.add("--json", o.json_path);
   outputs.add("--timeline", o.timeline_path);
   outputs.add("--requests", o.requests_path);
+  add_plot_output(outputs, o.plot_path);
   outputs.add("--metrics", o.metrics_path);
   outputs.add("--vllm-log", o.vllm_log_path);
   outputs.add_input("the trace", o.trace_path);
@@ -100,21 +140,11 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
     outputs.finish("--json");
   }
   if (outputs.requested("--timeline")) {
-    if (out.timeline_has_replica()) {
-      write_cluster_timeline_csv(outputs.stream("--timeline"), result.timeline,
-                                 out.cluster->timeline_replica);
-    } else {
-      write_timeline_csv(outputs.stream("--timeline"), result.timeline);
-    }
+    write_timeline(outputs.stream("--timeline"), out);
     outputs.finish("--timeline");
   }
   if (outputs.requested("--requests")) {
-    if (out.requests_have_cluster_columns()) {
-      write_cluster_requests_csv(outputs.stream("--requests"), result.requests,
-                                 out.cluster->request_replica, out.cluster->admission_reason);
-    } else {
-      write_requests_csv(outputs.stream("--requests"), result.requests);
-    }
+    write_requests(outputs.stream("--requests"), out);
     outputs.finish("--requests");
   }
   if (outputs.requested("--metrics")) {
@@ -141,6 +171,7 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
     set_exit_code(kExitBadInput);
     return;
   }
+  if (outputs.requested("--plot")) draw_replay_plot(outputs, o.plot_path, out);
   outputs.commit_all();
 }
 
@@ -204,6 +235,9 @@ void register_replay_command(CLI::App& app) {
                   "VLLM_LOG_STATS_INTERVAL)")
       ->check(positive())
       ->capture_default_str();
+  cmd->add_option("--plot", o->plot_path,
+                  "Draw concurrency, KV usage and latency CDFs to PATH, .png/.svg/.pdf "
+                  "(tools/plot_replay.py or plot_cluster.py; needs matplotlib)");
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_flag("--check-invariants", o->job.check_invariants,
                 "Check the allocator's invariants after every step (slow)");

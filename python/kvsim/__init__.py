@@ -34,14 +34,14 @@ from . import _options
 from ._kvsim import BlockPool, DoesNotFitError, KVCacheManager, Request, TraceError
 from ._calibrate import calibrate
 from ._results import (ClusterReplayResult, Plan, ReplayResult, SizeReport, Summary,
-                       plan_from_json, requests_frame, timeline_frame)
+                       plan_from_json, plot_sweep, requests_frame, timeline_frame)
 from ._trace import Trace, TraceRequest
 
 __all__ = [
     "BlockPool", "ClusterReplayResult", "DoesNotFitError", "GPU_PRESETS", "KVCacheManager",
     "MODEL_PRESETS", "Plan", "ROUTER_POLICIES", "ReplayResult", "Request", "SizeReport",
     "Summary", "Trace", "TraceError", "TraceRequest", "calibrate", "plan", "read_trace",
-    "replay", "size", "sweep",
+    "plot_sweep", "replay", "size", "sweep",
 ]
 __version__ = "0.1.0"
 

@@ -278,7 +278,9 @@ def cluster_figure(timeline: Mapping[str, Any], summary: Optional[Mapping[str, A
         ax_conc.axhline(summary["formula_max_concurrency"], color="black", ls="--", lw=1.2,
                         label=f"formula N_seq per replica = {summary['formula_max_concurrency']}")
     router = summary.get("router", "")
-    ax_conc.set_title(f"Running requests per replica ({n} replicas{', ' + router if router else ''})")
+    count = summary.get("replicas", n)  # a replica that never stepped has no rows
+    ax_conc.set_title(f"Running requests per replica ({count} replicas"
+                      f"{', ' + router if router else ''})")
     ax_conc.set_xlabel("simulated time (min)")
     ax_conc.set_ylabel("running requests (mean per bin)")
     ax_conc.grid(alpha=0.3)

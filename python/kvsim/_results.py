@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping
+import os
+from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -74,7 +75,8 @@ class ReplayResult(Summary):
       pandas), the columns of ``--timeline``; None unless ``replay(..., timeline=True)``;
     * ``requests``: one row per request, the columns of ``--requests``; None unless
       ``replay(..., requests=True)``;
-    * ``report``: the human report ``kvsim replay`` prints (also ``str(result)``).
+    * ``report``: the human report ``kvsim replay`` prints (also ``str(result)``);
+    * ``plot()``: the figure of ``kvsim replay --plot`` (needs ``timeline=True``).
     """
 
     __slots__ = ("_extra",)
@@ -103,6 +105,24 @@ class ReplayResult(Summary):
     def __str__(self) -> str:
         return self.report
 
+    def plot(self, path: Optional[str | os.PathLike] = None, *, title: str = "",
+             dpi: int = 110, format: Optional[str] = None) -> Any:
+        """The figure of ``kvsim replay --plot`` (tools/plot_replay.py), drawn in process with
+        matplotlib: running and waiting requests against the capacity formula, KV usage and
+        padding over time, and, with ``requests=True``, TTFT/TPOT/end-to-end CDFs. A cluster
+        replay with replicas > 1 draws ``kvsim replay --replicas N --plot``'s per-replica
+        figure (tools/plot_cluster.py) with the SLO thresholds. Needs ``replay(...,
+        timeline=True)``. Returns the matplotlib Figure; also saves it to ``path`` (PNG, SVG,
+        PDF, ... by extension, or ``format``) when one is given.
+        """
+        if self.timeline is None:
+            raise ValueError("plot() needs the per-step table: replay(..., timeline=True) (and "
+                             "requests=True for the latency CDFs)")
+        plots = _plots_module()
+        make = plots.cluster_figure if "replica" in self.timeline else plots.replay_figure
+        fig = make(self.timeline, self._data, self.requests, title=title)
+        return _saved(plots, fig, path, dpi, format)
+
 
 class ClusterReplayResult(ReplayResult):
     """``kvsim replay --replicas N --router R ... --json`` as an object: every key of a
@@ -120,7 +140,9 @@ class ClusterReplayResult(ReplayResult):
       admission control, -2 never routed after an early stop), in ``requests`` also when
       admission control refused a request; ``reject_reason`` then names admission refusals
       (admission_queue_full, admission_token_limit);
-    * ``report`` / ``str()``: the CLI's cluster report.
+    * ``report`` / ``str()``: the CLI's cluster report;
+    * ``plot()``: the figure of ``kvsim replay --replicas N --plot`` (per replica when
+      replicas > 1; needs ``timeline=True``).
     """
 
     __slots__ = ()
@@ -176,7 +198,8 @@ class SizeReport(Summary):
       ``trials``, ...) when it is feasible, else None;
     * ``trials``: every replay the search ran, one row per trial (candidate_index, rank, then
       the trial's replicas, meets_slo, stopped_early, p99s, ...);
-    * ``table`` / ``str()``: the ranked table ``kvsim size`` prints.
+    * ``table`` / ``str()``: the ranked table ``kvsim size`` prints;
+    * ``plot()``: the figure of ``kvsim size --plot`` (cost against SLO attainment).
 
     ``to_dict()`` is the CLI's JSON without ``size_id`` (a fingerprint of the CLI command line,
     used only by ``kvsim size --merge``).
@@ -230,6 +253,44 @@ class SizeReport(Summary):
 
     def __str__(self) -> str:
         return self._table
+
+    def plot(self, path: Optional[str | os.PathLike] = None, *, title: str = "",
+             dpi: int = 110, format: Optional[str] = None) -> Any:
+        """The figure of ``kvsim size --plot`` (tools/plot_size.py), drawn in process with
+        matplotlib: each replayed candidate's cost per hour against its SLO attainment (colour
+        = GPU, marker = TP, filled = feasible) and its p99 TTFT/TPOT over the thresholds.
+        Returns the matplotlib Figure; also saves it to ``path`` when one is given.
+        """
+        plots = _plots_module()
+        return _saved(plots, plots.size_figure(self._data, title=title), path, dpi, format)
+
+
+def plot_sweep(table: Any, path: Optional[str | os.PathLike] = None, *, title: str = "",
+               dpi: int = 110, format: Optional[str] = None) -> Any:
+    """The figure of ``kvsim sweep --plot`` (tools/plot_sweep.py) for a table kvsim.sweep()
+    returned (or a ``kvsim sweep --csv`` file read with pandas): padding share and padding per
+    sequence, measured and expected, and concurrency against block size, one line per
+    combination of the other swept axes. Returns the matplotlib Figure; also saves it to
+    ``path`` when one is given.
+    """
+    plots = _plots_module()
+    return _saved(plots, plots.sweep_figure(table, title=title), path, dpi, format)
+
+
+def _plots_module() -> Any:
+    """kvsim._plots (the figure code the tools/plot_*.py scripts share); needs matplotlib."""
+    try:
+        from . import _plots
+    except ImportError as e:
+        raise ImportError(f"plot() needs matplotlib ({e}): pip install matplotlib, or "
+                          "pip install kvsim[plot]") from e
+    return _plots
+
+
+def _saved(plots: Any, fig: Any, path: Any, dpi: int, format: Optional[str]) -> Any:
+    if path is not None:
+        plots.save(fig, os.fspath(path), dpi, format)
+    return fig
 
 
 # `kvsim size --csv`'s header (sim/src/sweep/size_table.cpp size_csv_header).
