@@ -24,7 +24,14 @@ def test_notebook_session_runs(capsys):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
+        import matplotlib  # noqa: F401
+        have_matplotlib = True
+    except ImportError:
+        have_matplotlib = False
+    try:
         for i, cell in enumerate(cells()):
+            if cell.startswith("import matplotlib") and not have_matplotlib:
+                continue  # the figures' cell (docs/python.md "Pictures")
             exec(compile(cell, f"docs/python.md cell {i + 1}", "exec"), namespace)
     finally:
         os.chdir(cwd)
@@ -38,3 +45,5 @@ def test_notebook_session_runs(capsys):
     assert "0 [1, 2, 3, 4, 5, 6, 7]" in out
     assert "[8]" in out
     assert "[8, 9, 10, 7, 6, 5, 4, 3, 2, 1]" in out
+    if have_matplotlib:
+        assert "['Concurrency vs the capacity formula', 'KV usage and last-block padding']" in out
