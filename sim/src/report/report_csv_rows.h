@@ -51,6 +51,7 @@ inline char* put_int(char* p, int64_t v) {
   return std::to_chars(p, p + 21, v).ptr;
 }
 inline char* put_text(char* p, std::string_view s) {
+  if (s.empty()) return p;  // an empty view's data() may be null, which memcpy must not get
   std::memcpy(p, s.data(), s.size());
   return p + s.size();
 }
