@@ -20,9 +20,12 @@ std::string spell_one(std::string_view body, ParamSpelling spelling) {
   const std::string_view id = body.substr(0, sep);
   if (sep == std::string_view::npos) {
     switch (spelling) {
-      case ParamSpelling::kCli: return dashed(id);
-      case ParamSpelling::kPython: return std::string(id) + "=";
-      case ParamSpelling::kNeutral: return std::string(id);
+      case ParamSpelling::kCli:
+        return dashed(id);
+      case ParamSpelling::kPython:
+        return std::string(id) + "=";
+      case ParamSpelling::kNeutral:
+        return std::string(id);
     }
   }
   const std::string_view rest = body.substr(sep + 1);

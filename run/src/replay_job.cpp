@@ -40,21 +40,24 @@ std::string describe_rejections(const ReplaySummary& s, const ClusterResult* clu
 void check_metrics_options(const ReplayOptions& o) {
   for (const auto& [id, v] : {std::pair{"metrics_interval", o.metrics_interval},
                               std::pair{"vllm_log_interval", o.vllm_log_interval}}) {
-    if (!std::isfinite(v) || v < 0.001 || v > 1e9 || std::fabs(v * 1e3 - std::round(v * 1e3)) > 1e-6) {
+    if (!std::isfinite(v) || v < 0.001 || v > 1e9 ||
+        std::fabs(v * 1e3 - std::round(v * 1e3)) > 1e-6) {
       throw std::invalid_argument(
           fmt::format("{}: must be a whole number of milliseconds, from 0.001 to 1e9 s",
                       param(id, fmt::format("{}", v))));
     }
   }
-  if (o.metrics_start && (!std::isfinite(*o.metrics_start) || *o.metrics_start < 0 ||
-                          *o.metrics_start >= 1e11)) {
+  if (o.metrics_start &&
+      (!std::isfinite(*o.metrics_start) || *o.metrics_start < 0 || *o.metrics_start >= 1e11)) {
     throw std::invalid_argument(
         fmt::format("{}: must be a Unix time in seconds, from 0 to 1e11",
                     param("metrics_start", fmt::format("{}", *o.metrics_start))));
   }
 }
 
-int64_t whole_ms_as_ns(double seconds) { return std::llround(seconds * 1e3) * 1'000'000; }
+int64_t whole_ms_as_ns(double seconds) {
+  return std::llround(seconds * 1e3) * 1'000'000;
+}
 
 }  // namespace
 

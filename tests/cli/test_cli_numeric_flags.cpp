@@ -159,7 +159,7 @@ TEST(CliNumericFlags, EveryIntegerFlagTakesDecimalOnly) {
     try {
       std::vector<std::string> args = {f.command, cat({f.flag, "=010"})};
       if (f.command != "plan" && f.command != "gen") args.emplace_back("trace.csv");  // required
-      if (f.command == "calibrate") args.emplace_back("--output=out.json");             // required
+      if (f.command == "calibrate") args.emplace_back("--output=out.json");           // required
       cli.parse(args);
       const CLI::Option* opt = cli.app().get_subcommand(f.command)->get_option(f.flag);
       ASSERT_EQ(opt->results().size(), 1U);

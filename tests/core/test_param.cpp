@@ -29,7 +29,11 @@ TEST(Param, LeavesTextWithoutMarkersAlone) {
   EXPECT_EQ(spell_params("plain -- text", ParamSpelling::kCli), "plain -- text");
   EXPECT_EQ(spell_params("", ParamSpelling::kPython), "");
   // An unterminated marker (never produced by param()) is kept as it is, not dropped.
-  EXPECT_EQ(spell_params("a\x1e" "b", ParamSpelling::kCli), "a\x1e" "b");
+  EXPECT_EQ(spell_params("a\x1e"
+                         "b",
+                         ParamSpelling::kCli),
+            "a\x1e"
+            "b");
 }
 
 }  // namespace

@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 
 #include "kvsim/sim/io/csv.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/io/strict_json.h"
-#include "kvsim/sim/io/line_reader.h"
 
 namespace kvsim {
 namespace {

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "kvsim/core/param.h"
-#include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/io/strict_json.h"
 
 namespace kvsim {
 namespace {

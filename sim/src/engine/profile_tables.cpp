@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include "kvsim/sim/io/csv.h"
-#include "kvsim/sim/io/parse_number.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/io/parse_number.h"
 
 namespace kvsim {
 namespace {

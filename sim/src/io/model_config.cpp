@@ -14,8 +14,8 @@
 
 #include "kvsim/core/param.h"
 #include "kvsim/core/planner.h"
-#include "kvsim/sim/io/strict_json.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/io/strict_json.h"
 
 namespace kvsim {
 namespace {

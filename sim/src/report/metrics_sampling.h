@@ -35,9 +35,9 @@ inline int64_t scrape_at_or_after(int64_t t, int64_t interval_ns) {
 inline int64_t scrape_count(std::span<const EngineRecords> engines, int64_t interval_ns,
                             std::string_view param_id) {
   if (interval_ns <= 0 || interval_ns % 1'000'000 != 0) {
-    throw std::invalid_argument(fmt::format(
-        "{} must be a positive whole number of milliseconds (got {} ns)", param(param_id),
-        interval_ns));
+    throw std::invalid_argument(
+        fmt::format("{} must be a positive whole number of milliseconds (got {} ns)",
+                    param(param_id), interval_ns));
   }
   const int64_t count = scrape_at_or_after(run_end_ns(engines), interval_ns) + 1;
   if (count > kMaxMetricsScrapes) {
@@ -109,9 +109,9 @@ void spread_generated_tokens(const RequestRecord& q, int64_t interval_ns, Add&& 
     const int64_t t = k * interval_ns;
     const int64_t have =
         t >= z ? n
-               : 1 + std::min(n - 1, static_cast<int64_t>(std::floor(
-                                         static_cast<double>(t - f) /
-                                         static_cast<double>(z - f) * static_cast<double>(n - 1))));
+               : 1 + std::min(n - 1, static_cast<int64_t>(std::floor(static_cast<double>(t - f) /
+                                                                     static_cast<double>(z - f) *
+                                                                     static_cast<double>(n - 1))));
     add(k, have - done);
     done = have;
     if (t >= z) break;

@@ -37,9 +37,8 @@ constexpr std::array<double, 21> kRequestLatencyBuckets = {
     0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
     30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 // histogram_iteration_tokens.
-constexpr std::array<double, 13> kIterationTokenBuckets = {1,    8,    16,   32,   64,
-                                                           128,  256,  512,  1024, 2048,
-                                                           4096, 8192, 16384};
+constexpr std::array<double, 13> kIterationTokenBuckets = {1,   8,    16,   32,   64,   128,  256,
+                                                           512, 1024, 2048, 4096, 8192, 16384};
 // FINISH_REASON_STRINGS (vllm/v1/engine/__init__.py), in FinishReason order.
 constexpr std::array<std::string_view, 5> kFinishReasons = {"stop", "length", "abort", "error",
                                                             "repetition"};
@@ -73,7 +72,9 @@ std::string timestamp(int64_t start_unix_ns, int64_t t_ns) {
   return fmt::format("{}.{:03d}", ms / 1000, ms % 1000);
 }
 
-double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+double seconds(int64_t ns) {
+  return static_cast<double>(ns) * 1e-9;
+}
 
 struct Family {
   const char* name;
@@ -152,7 +153,9 @@ EngineSeries engine_series(const EngineRecords& e, int64_t interval) {
 class Writer {
  public:
   Writer(std::ostream& os, const MetricsSampling& sampling, int64_t scrapes)
-      : os_(os), sampling_(sampling), scrapes_(scrapes),
+      : os_(os),
+        sampling_(sampling),
+        scrapes_(scrapes),
         model_(escape_label(sampling.model_name)) {}
 
   std::string labels(size_t engine) const {
@@ -275,21 +278,26 @@ void write_openmetrics(std::ostream& os, std::span<const EngineRecords> engines,
   struct CounterFamily {
     Family family;
     const char* sample;
-    CounterEvents EngineSeries::* events;
+    CounterEvents EngineSeries::*events;
   };
   const std::array<CounterFamily, 5> counters = {{
       {{"vllm:prefix_cache_queries", "counter",
         "Prefix cache queries, in terms of number of queried tokens."},
-       "vllm:prefix_cache_queries_total", &EngineSeries::prefix_queries},
+       "vllm:prefix_cache_queries_total",
+       &EngineSeries::prefix_queries},
       {{"vllm:prefix_cache_hits", "counter",
         "Prefix cache hits, in terms of number of cached tokens."},
-       "vllm:prefix_cache_hits_total", &EngineSeries::prefix_hits},
+       "vllm:prefix_cache_hits_total",
+       &EngineSeries::prefix_hits},
       {{"vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine."},
-       "vllm:num_preemptions_total", &EngineSeries::preemptions},
+       "vllm:num_preemptions_total",
+       &EngineSeries::preemptions},
       {{"vllm:prompt_tokens", "counter", "Number of prefill tokens processed."},
-       "vllm:prompt_tokens_total", &EngineSeries::prompt_tokens},
+       "vllm:prompt_tokens_total",
+       &EngineSeries::prompt_tokens},
       {{"vllm:generation_tokens", "counter", "Number of generation tokens processed."},
-       "vllm:generation_tokens_total", &EngineSeries::generation_tokens},
+       "vllm:generation_tokens_total",
+       &EngineSeries::generation_tokens},
   }};
   for (const CounterFamily& c : counters) {
     header(os, c.family);
@@ -309,7 +317,7 @@ void write_openmetrics(std::ostream& os, std::span<const EngineRecords> engines,
   // Histograms.
   struct HistogramFamily {
     Family family;
-    HistogramEvents EngineSeries::* events;
+    HistogramEvents EngineSeries::*events;
   };
   const std::array<HistogramFamily, 7> histograms = {{
       {{"vllm:iteration_tokens_total", "histogram",

@@ -92,8 +92,7 @@ void write_vllm_log(std::ostream& os, std::span<const EngineRecords> engines,
                     const MetricsSampling& sampling) {
   const int64_t interval = sampling.interval_ns;
   // One more line than scrapes: the one after the run that still shows the last throughput.
-  const int64_t scrapes =
-      metrics_detail::scrape_count(engines, interval, "vllm_log_interval") + 1;
+  const int64_t scrapes = metrics_detail::scrape_count(engines, interval, "vllm_log_interval") + 1;
   const double interval_s = static_cast<double>(interval) * 1e-9;
   std::vector<EngineLog> logs;
   std::vector<metrics_detail::GaugeSampler> gauges;
@@ -128,7 +127,8 @@ void write_vllm_log(std::ostream& os, std::span<const EngineRecords> engines,
           "{}Engine {:03d}: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: "
           "{:.1f} tokens/s, Running: {} reqs, Waiting: {} reqs, ",
           prefix, e, prompt_tp, generation_tp, g.running, g.waiting);
-      if (const int64_t p = delta(l.preemptions); p > 0) line += fmt::format("Preemptions: {}, ", p);
+      if (const int64_t p = delta(l.preemptions); p > 0)
+        line += fmt::format("Preemptions: {}, ", p);
       line += fmt::format("GPU KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%\n",
                           g.kv_usage * 100, caching[e].hit_rate() * 100);
       os << line;

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim::detail {
 

@@ -45,7 +45,8 @@ RequestRecord request(int64_t arrival, int64_t first_token, int64_t finish, int3
 
 struct Fixture {
   // Busy from 0 to 20 s (two 10 s steps), idle to 40 s, one step 40-41 s.
-  std::vector<TimelineRow> rows = {row(0, 10 * kS, 2, 1, 30, 500), row(10 * kS, 10 * kS, 1, 0, 10, 1),
+  std::vector<TimelineRow> rows = {row(0, 10 * kS, 2, 1, 30, 500),
+                                   row(10 * kS, 10 * kS, 1, 0, 10, 1),
                                    row(40 * kS, 1 * kS, 1, 0, 5, 100, 1)};
   std::vector<RequestRecord> requests = {request(0, 10 * kS, 20 * kS, 400, 11),
                                          request(40 * kS, 41 * kS, 41 * kS, 100, 1)};

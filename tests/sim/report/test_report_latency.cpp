@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "kvsim/sim/stats/latency_stats.h"
 #include "kvsim/sim/report/report.h"
+#include "kvsim/sim/stats/latency_stats.h"
 
 namespace kvsim {
 namespace {

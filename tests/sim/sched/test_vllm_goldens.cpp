@@ -26,8 +26,8 @@
 #include "kvsim/sim/engine/engine_core.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/sched/scheduler.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/sched/scheduler.h"
 
 namespace kvsim {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "kvsim/core/param.h"
-#include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/io/line_reader.h"
+#include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
 namespace {

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "kvsim/core/param.h"
+#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_gen.h"
-#include "kvsim/sim/io/line_reader.h"
 #include "kvsim/sim/traces/trace_writer.h"
 
 namespace kvsim {

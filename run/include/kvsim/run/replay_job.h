@@ -62,8 +62,8 @@ struct ReplayOptions {
   bool record_requests = false;
   // The metrics file and vLLM log (ReplayOutcome::write_metrics / write_vllm_log); both need
   // record_timeline and record_requests.
-  double metrics_interval = kDefaultMetricsIntervalS;  // s, a whole number of ms
-  std::optional<double> metrics_start;                 // Unix s of simulated time 0
+  double metrics_interval = kDefaultMetricsIntervalS;   // s, a whole number of ms
+  std::optional<double> metrics_start;                  // Unix s of simulated time 0
   double vllm_log_interval = kDefaultVllmLogIntervalS;  // s, a whole number of ms
 };
 

@@ -43,8 +43,8 @@
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/request.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/stats/latency_stats.h"
 #include "kvsim/sim/sched/scheduler.h"
+#include "kvsim/sim/stats/latency_stats.h"
 #include "kvsim/sim/traces/trace.h"
 #include "kvsim/sim/traces/trace_stream.h"
 

@@ -34,8 +34,8 @@
 #include "kvsim/sim/engine/engine_core.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
-#include "kvsim/sim/stats/latency_stats.h"
 #include "kvsim/sim/sched/scheduler.h"
+#include "kvsim/sim/stats/latency_stats.h"
 #include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {

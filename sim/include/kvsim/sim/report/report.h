@@ -53,7 +53,6 @@ struct ReportContext {
   int64_t backend_layers = 0;
 };
 
-
 // For stderr, when --skip-bad-rows dropped malformed rows: "<prefix>: <describe_dropped>; first
 // bad rows:" then each of trace.bad_row_examples verbatim on its own line, indented by two
 // spaces. Empty when there are no examples.
