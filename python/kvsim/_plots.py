@@ -103,6 +103,17 @@ def _latency_label(q: float, v: float) -> str:
     return f"p{int(q * 100)} = {v * 1e3:.1f} ms" if v < 1 else f"p{int(q * 100)} = {v:.2f} s"
 
 
+def _finish_cdf_axis(ax, name, x, count):
+    """Axes, title, grid and legend of a latency CDF panel (x: the sorted, floored values)."""
+    if x[-1] / x[0] > 20:  # log only when the values span decades
+        ax.set_xscale("log")
+    ax.set_xlabel(f"{name} (s)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title(f"{name} CDF ({count} requests)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+
+
 def _colormap(name: str):
     import matplotlib
 
@@ -201,13 +212,7 @@ def replay_figure(timeline: Mapping[str, Any], summary: Optional[Mapping[str, An
             for q, ls in ((0.5, "--"), (0.99, ":")):
                 v = nearest_rank(sorted(vals), q)
                 ax.axvline(max(v, 1e-4), color="gray", ls=ls, lw=1, label=_latency_label(q, v))
-            if x[-1] / x[0] > 20:  # log only when the values span decades
-                ax.set_xscale("log")
-            ax.set_xlabel(f"{name} (s)")
-            ax.set_ylabel("fraction of requests")
-            ax.set_title(f"{name} CDF ({len(vals)} requests)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8, loc="lower right")
+            _finish_cdf_axis(ax, name, x, len(vals))
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -312,13 +317,7 @@ def cluster_figure(timeline: Mapping[str, Any], summary: Optional[Mapping[str, A
                 ax.axvline(threshold, color=COLORS[1], ls="--", lw=1.4,
                            label=f"SLO p99 <= {threshold:g} s ({verdict})")
                 ax.axhline(0.99, color=COLORS[1], ls=":", lw=0.8)
-            if x[-1] / x[0] > 20:  # log only when the values span decades
-                ax.set_xscale("log")
-            ax.set_xlabel(f"{name} (s)")
-            ax.set_ylabel("fraction of requests")
-            ax.set_title(f"{name} CDF ({len(vals)} requests)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8, loc="lower right")
+            _finish_cdf_axis(ax, name, x, len(vals))
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -9,20 +9,10 @@
 #include "kvsim/core/param.h"
 #include "kvsim/run/gen_job.h"
 #include "kvsim/run/plan_job.h"
+#include "spelled_error.h"
 
 namespace kvsim::run {
 namespace {
-
-template <typename F>
-std::string error(F&& f, ParamSpelling spelling) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return spell_params(e.what(), spelling);
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 TEST(PlanOptions, DefaultsAreVllmsAndTheLessonsCard) {
   const PlanOptions o;

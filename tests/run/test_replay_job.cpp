@@ -9,24 +9,13 @@
 
 #include "kvsim/core/param.h"
 #include "kvsim/sim/traces/trace.h"
+#include "spelled_error.h"
 
 namespace kvsim::run {
 namespace {
 
 const std::string kTrace =
     std::string(KVSIM_SOURCE_DIR) + "/traces/AzureLLMInferenceTrace_conv.csv";
-
-// The message of the std::invalid_argument `f` throws, in one front end's spelling.
-template <typename F>
-std::string error(F&& f, ParamSpelling spelling) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return spell_params(e.what(), spelling);
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 TEST(ReplayOptionsRules, SwapSettingsNeedSwapPreemption) {
   ReplayOptions o;

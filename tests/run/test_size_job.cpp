@@ -10,21 +10,10 @@
 #include "kvsim/core/param.h"
 #include "kvsim/run/grid_values.h"
 #include "kvsim/run/sweep_job.h"
+#include "spelled_error.h"
 
 namespace kvsim::run {
 namespace {
-
-// The message of the std::invalid_argument `f` throws, in one front end's spelling.
-template <typename F>
-std::string error(F&& f, ParamSpelling spelling) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return spell_params(e.what(), spelling);
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 SizeJobOptions valid() {
   SizeJobOptions o;
