@@ -224,8 +224,8 @@ void register_replay_command(CLI::App& app) {
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--metrics-start", o->job.metrics_start,
-                  "Unix time (s) of simulated time 0 in --metrics and --vllm-log (default "
-                  "2025-01-01T00:00:00Z)")
+                  "Unix time (s) of simulated time 0 in --metrics and --vllm-log (default: the "
+                  "trace's clock, Azure's first TIMESTAMP replayed; else 2025-01-01T00:00:00Z)")
       ->check(non_negative());
   cmd->add_option("--vllm-log", o->vllm_log_path,
                   "Write vLLM's periodic engine log lines (throughput, running, waiting, KV "

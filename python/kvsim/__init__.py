@@ -258,7 +258,8 @@ def replay(
     path (``--no-steady-decode``: speed only, the results are identical). ``metrics=PATH``
     writes the run as vLLM's Prometheus metrics (``--metrics``: OpenMetrics text, a sample every
     ``metrics_interval`` simulated seconds, default 15, stamped from ``metrics_start``, Unix
-    seconds, default 2025-01-01T00:00:00Z; docs/metrics.md) and ``vllm_log=PATH`` vLLM's
+    seconds, default the trace's clock (an Azure trace's first TIMESTAMP replayed), else
+    2025-01-01T00:00:00Z; docs/metrics.md) and ``vllm_log=PATH`` vLLM's
     periodic engine log (``--vllm-log``, a line every ``vllm_log_interval`` s, default 10); each
     file is replaced atomically once the replay is done. Runs without the GIL;
     Ctrl-C raises KeyboardInterrupt within a few milliseconds of replay.

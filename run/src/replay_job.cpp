@@ -59,6 +59,18 @@ int64_t whole_ms_as_ns(double seconds) {
   return std::llround(seconds * 1e3) * 1'000'000;
 }
 
+// The wall-clock time of simulated t = 0: metrics_start when given; else the trace's own clock
+// (Azure's absolute TIMESTAMP, Trace::clock_start_unix_ns) when it has one at or after the Unix
+// epoch (int64 ns end in 2262, inside metrics_start's range of [0, 1e11) s); else
+// kDefaultMetricsStartUnixS.
+int64_t metrics_start_unix_ns(const ReplayOptions& o, const Trace& trace) {
+  if (o.metrics_start) return whole_ms_as_ns(*o.metrics_start);
+  if (trace.clock_start_unix_ns && *trace.clock_start_unix_ns >= 0) {
+    return *trace.clock_start_unix_ns;
+  }
+  return whole_ms_as_ns(kDefaultMetricsStartUnixS);
+}
+
 }  // namespace
 
 void check_replay_options(const ReplayOptions& o) {
@@ -248,8 +260,7 @@ void write_sampled(const ReplayOutcome& out, double interval_s, const Write& wri
   MetricsSampling sampling;
   sampling.model_name = job.plan.model_name;
   sampling.interval_ns = whole_ms_as_ns(interval_s);
-  sampling.start_unix_ns =
-      whole_ms_as_ns(job.options.metrics_start.value_or(kDefaultMetricsStartUnixS));
+  sampling.start_unix_ns = metrics_start_unix_ns(job.options, *job.trace);
   const ReplayResult& r = out.result();
   if (!out.cluster) {
     const EngineRecords engine{r.timeline, r.requests};

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -129,6 +130,47 @@ TEST(ReplayOutcome, AllRejectedSaysWhy) {
       << out.all_rejected_message();
   EXPECT_NE(out.all_rejected_message().find("max_model_len 1"), std::string::npos);
   EXPECT_TRUE(out.verification_failure().empty());
+}
+
+// The first sample's timestamp (the last field of the first sample line).
+std::string first_metrics_stamp(const ReplayOutcome& out) {
+  std::ostringstream os;
+  out.write_metrics(os);
+  std::istringstream in(os.str());
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    return line.substr(line.rfind(' ') + 1);
+  }
+  return {};
+}
+
+std::string first_log_line(const ReplayOutcome& out) {
+  std::ostringstream os;
+  out.write_vllm_log(os);
+  return os.str().substr(0, os.str().find('\n'));
+}
+
+TEST(ReplayOutcome, MetricsStartDefaultsToTheTracesClock) {
+  TraceReadOptions read;
+  read.max_requests = 50;
+  ReplayOptions o;
+  o.record_timeline = o.record_requests = true;
+  // Azure: the first TIMESTAMP, 2023-11-16 18:15:46.6805900 UTC (Prometheus keeps ms).
+  const Trace azure = read_trace(kTrace, read);
+  const ReplayJob job = prepare_replay(o, azure, read);
+  const ReplayOutcome out = run_replay_job(job);
+  EXPECT_EQ(first_metrics_stamp(out), "1700158546.680");
+  EXPECT_EQ(first_log_line(out).rfind("INFO 11-16 18:15:56 ", 0), 0u) << first_log_line(out);
+  // Given, metrics_start wins.
+  o.metrics_start = 1700000000;
+  const ReplayJob given = prepare_replay(o, azure, read);
+  EXPECT_EQ(first_metrics_stamp(run_replay_job(given)), "1700000000.000");
+  // No trace clock (BurstGPT's relative seconds): the fixed 2025-01-01T00:00:00Z.
+  o.metrics_start.reset();
+  const Trace burst =
+      read_trace(std::string(KVSIM_SOURCE_DIR) + "/traces/BurstGPT_1.head400.csv", read);
+  const ReplayJob fixed = prepare_replay(o, burst, read);
+  EXPECT_EQ(first_metrics_stamp(run_replay_job(fixed)), "1735689600.000");
 }
 
 }  // namespace

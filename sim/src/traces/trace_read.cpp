@@ -358,10 +358,13 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
       trace);
   const bool windowed = options.start_s > 0 || options.duration_s > 0;
 
+  int64_t base = 0;           // the first arrival, as the file gives it
+  int64_t window_offset = 0;  // the window's first arrival, relative to `base`
   if (has_arrivals) {
     std::stable_sort(reqs.begin(), reqs.end(), [](const TraceRequest& a, const TraceRequest& b) {
       return a.arrival_ns < b.arrival_ns;
     });
+    if (!reqs.empty()) base = reqs.front().arrival_ns;
     rebase(reqs, path, trace.format);
   }
   if (windowed) {
@@ -376,9 +379,16 @@ Trace read_trace(const std::string& path, const TraceReadOptions& options) {
                               [](const TraceRequest& r, int64_t t) { return r.arrival_ns < t; });
     }
     reqs = std::vector<TraceRequest>(std::make_move_iterator(first), std::make_move_iterator(last));
+    if (!reqs.empty()) window_offset = reqs.front().arrival_ns;
     rebase(reqs, path, trace.format);
   }
   if (trace.arrival_mode != ArrivalMode::TRACE) by_file_order(reqs);
+  // The absolute time of t = 0: the first kept request's own arrival (base + the window offset
+  // actually used), before any time scale.
+  if (trace.format == TraceFormat::AZURE && trace.arrival_mode == ArrivalMode::TRACE &&
+      !reqs.empty()) {
+    trace.clock_start_unix_ns = base + window_offset;
+  }
   if (options.max_requests > 0 && static_cast<int64_t>(reqs.size()) > options.max_requests) {
     reqs.resize(static_cast<size_t>(options.max_requests));
   }

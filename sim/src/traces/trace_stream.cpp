@@ -39,6 +39,7 @@ class TraceStream::Normaliser {
   // Turns a parsed row (file order) into the request read_trace keeps, setting its arrival;
   // false when it is not kept. Errors are kept (first of each kind) for rethrow_deferred().
   bool take(TraceRequest& r) {
+    const int64_t raw_ns = r.arrival_ns;
     if (has_arrivals_) {
       if (seen_any_ && r.arrival_ns < last_raw_ns_) in_order_ = false;
       last_raw_ns_ = r.arrival_ns;
@@ -65,7 +66,7 @@ class TraceStream::Normaliser {
       done_ = true;
       return false;
     }
-    ++kept_;
+    if (kept_++ == 0 && has_arrivals_) first_kept_raw_ns_ = raw_ns;
     if (header_.arrival_mode == ArrivalMode::ALL_AT_ONCE) {
       r.arrival_ns = 0;
     } else if (header_.arrival_mode == ArrivalMode::POISSON) {
@@ -86,6 +87,10 @@ class TraceStream::Normaliser {
     }
     return true;
   }
+
+  // The file's own arrival of the first request kept (read_trace's base + window offset): the
+  // absolute time of t = 0 for a trace of absolute datetimes; unset when none was kept.
+  std::optional<int64_t> first_kept_raw_ns() const { return first_kept_raw_ns_; }
 
   // read_trace's post-parse errors, in its order: rebase, Poisson arrivals, time scale.
   void rethrow_deferred() const {
@@ -108,6 +113,7 @@ class TraceStream::Normaliser {
   int64_t base_ns_ = 0;
   std::optional<int64_t> window_base_ns_;
   int64_t kept_ = 0;
+  std::optional<int64_t> first_kept_raw_ns_;
   std::optional<PoissonArrivals> poisson_;
   std::exception_ptr rebase_error_;
   std::exception_ptr poisson_error_;
@@ -169,6 +175,11 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
   }
   detail::resolve_arrival_mode(s.options_, s.has_arrivals_, any_requests, any_hash_ids, s.header_);
   if (norm) norm->rethrow_deferred();
+  // Known after this first pass (the first request kept), as read_trace sets it.
+  if (norm && s.header_.format == TraceFormat::AZURE &&
+      s.header_.arrival_mode == ArrivalMode::TRACE) {
+    s.header_.clock_start_unix_ns = norm->first_kept_raw_ns();
+  }
   return s;
 }
 

@@ -69,6 +69,7 @@ void expect_same_header(const Trace& whole, const Trace& header, const std::stri
   EXPECT_EQ(whole.rows_read, header.rows_read) << what;
   EXPECT_EQ(whole.dropped, header.dropped) << what;
   EXPECT_EQ(whole.bad_row_examples, header.bad_row_examples) << what;
+  EXPECT_EQ(whole.clock_start_unix_ns, header.clock_start_unix_ns) << what;
 }
 
 // Streams `path` under `o` and compares everything with read_trace; false when it does not
@@ -159,6 +160,46 @@ TEST(TraceStream, EveryBundledTraceStreamsExactlyWhatReadTraceReturns) {
 }
 
 class TraceStreamFiles : public kvsim_test::ScratchDirTest {};
+
+// Trace::clock_start_unix_ns: Azure's absolute TIMESTAMP of the first request kept (window
+// included, time scale not), the same whole and streamed; unset for relative-seconds layouts and
+// synthetic arrivals.
+TEST(TraceClock, AzureKeepsTheFirstKeptRequestsTimestamp) {
+  const std::string azure = bundled("AzureLLMInferenceTrace_conv.csv");
+  const auto clock = [](const std::string& path, const TraceReadOptions& o) {
+    const std::optional<int64_t> whole = read_trace(path, o).clock_start_unix_ns;
+    const std::optional<TraceStream> s = TraceStream::open(path, o);
+    EXPECT_TRUE(s.has_value()) << path;
+    if (s) {
+      EXPECT_EQ(s->header().clock_start_unix_ns, whole) << path;
+    }
+    return whole;
+  };
+  // The file's first row: 2023-11-16 18:15:46.6805900 (UTC) = 1700158546 s.
+  constexpr int64_t kFirst = int64_t{1700158546} * 1'000'000'000 + 680'590'000;
+  TraceReadOptions o;
+  EXPECT_EQ(clock(azure, o), kFirst);
+  o.time_scale = 0.5;  // t = 0 keeps its time; later stamps run on the scaled clock
+  o.max_requests = 10;
+  EXPECT_EQ(clock(azure, o), kFirst);
+  // --start 20: the first arrival at or after 18:16:06.6805900 is line 33's 18:16:07.1595310.
+  o = {};
+  o.start_s = 20;
+  EXPECT_EQ(clock(azure, o), int64_t{1700158567} * 1'000'000'000 + 159'531'000);
+  EXPECT_EQ(read_trace(azure, o).requests.front().source_line, 33);
+  o.duration_s = 1e-3;  // an empty window: no request, no clock
+  EXPECT_EQ(clock(azure, o), std::nullopt);
+
+  o = {};
+  o.arrival = ArrivalMode::POISSON;
+  o.rate = 2;
+  EXPECT_EQ(clock(azure, o), std::nullopt);
+  o = {};
+  o.arrival = ArrivalMode::ALL_AT_ONCE;
+  EXPECT_EQ(clock(azure, o), std::nullopt);
+  EXPECT_EQ(clock(bundled("BurstGPT_1.head400.csv"), {}), std::nullopt);
+  EXPECT_EQ(clock(bundled("conversation_trace.jsonl"), {}), std::nullopt);
+}
 
 TEST_F(TraceStreamFiles, ATraceOutOfFileOrderIsNotStreamed) {
   const std::string p = write("unsorted.csv",

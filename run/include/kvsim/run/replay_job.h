@@ -36,8 +36,9 @@ inline constexpr double kDefaultSwapSpaceGib = 4.0;
 inline constexpr double kDefaultSwapBandwidthGbps = 25.0;
 // The metrics file and vLLM log (docs/metrics.md): a scrape every 15 s (Prometheus's sample
 // configuration's scrape_interval), a log line every 10 s (vLLM's VLLM_LOG_STATS_INTERVAL), and
-// simulated time 0 at 2025-01-01T00:00:00Z unless a start is given (kvsim's traces keep
-// arrivals relative to their first request: no trace clock to start from).
+// simulated time 0 at the trace's own clock (Trace::clock_start_unix_ns: Azure's TIMESTAMP of
+// the first request replayed) or, for a trace without one, 2025-01-01T00:00:00Z, unless a start
+// is given.
 inline constexpr double kDefaultMetricsIntervalS = 15.0;
 inline constexpr double kDefaultVllmLogIntervalS = 10.0;
 inline constexpr double kDefaultMetricsStartUnixS = 1735689600.0;
@@ -62,8 +63,8 @@ struct ReplayOptions {
   bool record_requests = false;
   // The metrics file and vLLM log (ReplayOutcome::write_metrics / write_vllm_log); both need
   // record_timeline and record_requests.
-  double metrics_interval = kDefaultMetricsIntervalS;   // s, a whole number of ms
-  std::optional<double> metrics_start;                  // Unix s of simulated time 0
+  double metrics_interval = kDefaultMetricsIntervalS;  // s, a whole number of ms
+  std::optional<double> metrics_start;  // Unix s of simulated time 0 (unset: the trace's clock)
   double vllm_log_interval = kDefaultVllmLogIntervalS;  // s, a whole number of ms
 };
 
@@ -127,7 +128,8 @@ struct ReplayOutcome {
   std::string all_rejected_message() const;
   // The run as a vLLM server's Prometheus metrics (OpenMetrics text, sim/report/openmetrics.h:
   // one `engine` label per replica) and its periodic engine log (vllm_log.h), at the job's
-  // metrics_interval / vllm_log_interval from metrics_start. Need the job's record_timeline and
+  // metrics_interval / vllm_log_interval from metrics_start (unset: the trace's clock, else
+  // kDefaultMetricsStartUnixS). Need the job's record_timeline and
   // record_requests (std::logic_error otherwise).
   void write_metrics(std::ostream& os) const;
   void write_vllm_log(std::ostream& os) const;

@@ -107,6 +107,13 @@ struct Trace {
   // window or max_requests are not counted here.
   std::map<std::string, int64_t> dropped;
   std::vector<std::string> bad_row_examples;  // the first few skipped-row messages, verbatim
+  // The wall-clock time of replay t = 0, in ns since the Unix epoch (UTC): the absolute arrival
+  // of the first request kept (after the window). Set only for a trace whose arrivals are
+  // absolute datetimes (Azure's TIMESTAMP) replayed with its own arrivals (ArrivalMode::TRACE)
+  // and at least one request; relative-seconds layouts (BurstGPT, Mooncake, Vidur, ...),
+  // all-at-once and Poisson leave it unset. time_scale does not move it: a later arrival t is at
+  // clock_start_unix_ns + t on the scaled clock, not at its own TIMESTAMP unless time_scale is 1.
+  std::optional<int64_t> clock_start_unix_ns;
 
   int64_t dropped_total() const;
 };
