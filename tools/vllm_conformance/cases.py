@@ -46,10 +46,30 @@ class Case:
     mode: str  # "sync" | "async"
     description: str
     config: dict = field(hash=False)
-    workload: Workload
+    workload: Workload | None
+    # Hand-written requests (used instead of the workload when set).
+    requests: tuple = ()
+    # release ("0.26", "0.33") -> why this case is not recorded from that release (for example an
+    # option the release does not have); the recorder prints the reason and writes no file.
+    skip: dict = field(default_factory=dict, hash=False)
+
+
+def _check_requests(case: Case, reqs: list[dict]) -> list[dict]:
+    cfg = case.config
+    for r in reqs:
+        n = sum(c for _, c in r["prompt"])
+        total = n + r["max_tokens"]
+        assert 0 < n and total < cfg["max_model_len"], (case.name, r["id"])
+        assert blocks_needed(cfg, total) <= cfg["num_gpu_blocks"] - 1, (case.name, r["id"])
+    return reqs
 
 
 def gen_requests(case: Case) -> list[dict]:
+    if case.requests:
+        reqs = [dict(r, prompt=[list(x) for x in r["prompt"]]) for r in case.requests]
+        assert [r["id"] for r in reqs] == list(range(len(reqs))), case.name
+        assert all(a["arrival_step"] <= b["arrival_step"] for a, b in zip(reqs, reqs[1:]))
+        return _check_requests(case, reqs)
     w = case.workload
     rng = random.Random(w.seed)
     next_unique = UNIQUE_BASE
@@ -86,13 +106,7 @@ def gen_requests(case: Case) -> list[dict]:
             "max_tokens": max_tokens,
             "prompt": runs,
         })
-    cfg = case.config
-    for r in reqs:
-        n = sum(c for _, c in r["prompt"])
-        total = n + r["max_tokens"]
-        assert 0 < n and total < cfg["max_model_len"], (case.name, r["id"])
-        assert blocks_needed(cfg, total) <= cfg["num_gpu_blocks"] - 1, (case.name, r["id"])
-    return reqs
+    return _check_requests(case, reqs)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -181,8 +195,11 @@ def _config(**overrides) -> dict:
         "watermark": 0.0,
         "scheduler_reserve_full_isl": True,
     }
+    # Optional keys, written only when a case sets them: "kv_cache_groups" (hybrid) and
+    # "prefix_cache_retention_interval" (int, or None = dense; absent = the release's default:
+    # 0.26 None (the VLLM_PREFIX_CACHE_RETENTION_INTERVAL variable unset), 0.33 0).
     for k, v in overrides.items():
-        assert k in c or k == "kv_cache_groups", k
+        assert k in c or k in ("kv_cache_groups", "prefix_cache_retention_interval"), k
         c[k] = v
     return c
 

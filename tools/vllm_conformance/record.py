@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Records kvsim's conformance goldens from vLLM 0.26.0's real v1 scheduler (issue 8 part 4).
+"""Records kvsim's conformance goldens from vLLM 0.26.0's or 0.33.0's real v1 scheduler.
 
 Runs vLLM's own `Scheduler` (sync) and `AsyncScheduler` (async) on CPU, with no model: a
 KVCacheConfig with one full-attention group stands in for the GPU pool and this script plays the
@@ -7,8 +7,12 @@ model runner. The engine loop is emulated exactly as `EngineCore.step` (sync) an
 `EngineCore.step_with_batch_queue` (async, batch queue of 2) order schedule() and
 update_from_output(). Each case's input (config + requests) and vLLM's per-step results go to one
 gzip'd JSON file that kvsim's tests/sim/sched/test_vllm_goldens.cpp replays without vLLM.
+The release comes from the venv's wheel (versions.py: 0.26.0 or 0.33.0, nothing else); the files
+go to <out>/<release>/ ("0.26" or "0.33"). Both releases' EngineCore.step and
+step_with_batch_queue call schedule() and update_from_output() in the same order (checked line for
+line in vllm/v1/engine/core.py), so one emulation serves both.
 
-Usage (needs a venv with `pip install vllm==0.26.0`; see README.md / regenerate.sh):
+Usage (needs a venv with `pip install vllm==0.26.0` or `vllm==0.33.0`; see README.md):
     python record.py --out tests/data/vllm_goldens [--only CASE ...] [--list]
 
 The format is described in docs/conformance.md. Output bytes are deterministic (gzip mtime 0,
@@ -27,6 +31,7 @@ from collections import deque
 from pathlib import Path
 
 from cases import CASES, Case, gen_requests
+from versions import installed_release
 
 FORMAT = "kvsim-vllm-golden/1"
 BLOCK_SIZE = 16
@@ -68,10 +73,13 @@ def expand_prompt(runs: list[list[int]]) -> list[int]:
     return out
 
 
-class VllmHarness:
-    """vLLM 0.26.0's scheduler for one case, built as EngineCore builds it."""
+RETENTION_ENV = "VLLM_PREFIX_CACHE_RETENTION_INTERVAL"  # 0.26's form of the 0.33 option
 
-    def __init__(self, case: Case, model_dir: str):
+
+class VllmHarness:
+    """vLLM's scheduler for one case, built as that release's EngineCore builds it."""
+
+    def __init__(self, case: Case, model_dir: str, release: str):
         import torch
         from vllm.config import (
             CacheConfig,
@@ -113,9 +121,23 @@ class VllmHarness:
             async_scheduling=case.mode == "async",
             is_encoder_decoder=False,
         )
+        # prefix_cache_retention_interval (sparse sliding-window caching): a case that sets it
+        # gives it as 0.33's CacheConfig option or 0.26's environment variable (read by the
+        # coordinator's constructor); a case that does not gets the release's default (0.26: the
+        # variable unset = None = dense; 0.33: 0 = sparse).
+        cache_kw = {}
+        os.environ.pop(RETENTION_ENV, None)
+        if "prefix_cache_retention_interval" in c:
+            interval = c["prefix_cache_retention_interval"]
+            if release == "0.26":
+                if interval is not None:
+                    os.environ[RETENTION_ENV] = str(interval)
+            else:
+                cache_kw["prefix_cache_retention_interval"] = interval
         cache_config = CacheConfig(
             block_size=BLOCK_SIZE,
             enable_prefix_caching=c["enable_prefix_caching"],
+            **cache_kw,
         )
         vllm_config = VllmConfig(
             model_config=model_config,
@@ -142,6 +164,16 @@ class VllmHarness:
         for key, got in checks.items():
             if got != c[key]:
                 raise SystemExit(f"{case.name}: VllmConfig changed {key}: {c[key]!r} -> {got!r}")
+        if release == "0.33":
+            # Options new in 0.33 that the cases leave at their defaults (no change to 0.26).
+            new_defaults = {
+                "long_prefill_token_threshold_adaptive": False,
+                "max_num_active_seqs": None,
+                "prefill_schedule_interval": 1,
+            }
+            for key, want in new_defaults.items():
+                if getattr(sc, key) != want:
+                    raise SystemExit(f"{case.name}: 0.33 {key} is {getattr(sc, key)!r}")
         if vllm_config.parallel_config.pipeline_parallel_size != 1:
             raise SystemExit(f"{case.name}: pipeline parallel size is not 1")
         self.batch_queue_size = vllm_config.max_concurrent_batches if case.mode == "async" else 1
@@ -163,13 +195,38 @@ class VllmHarness:
         # Hybrid cases: one group per entry (equal page sizes: vLLM's one-pool layout).
         self.hybrid = "kv_cache_groups" in c
         groups = c.get("kv_cache_groups") or [{"kind": "full_attention"}]
-        kv_cache_config = KVCacheConfig(
-            num_blocks=c["num_gpu_blocks"],
-            kv_cache_tensors=[],
-            kv_cache_groups=[
-                KVCacheGroupSpec([f"layer{i}"], make_spec(g)) for i, g in enumerate(groups)
-            ],
-        )
+        kv_cache_groups = [
+            KVCacheGroupSpec([f"layer{i}"], make_spec(g)) for i, g in enumerate(groups)
+        ]
+        hash_block_size = BLOCK_SIZE
+        if release == "0.26":
+            kv_cache_config = KVCacheConfig(
+                num_blocks=c["num_gpu_blocks"],
+                kv_cache_tensors=[],
+                kv_cache_groups=kv_cache_groups,
+            )
+        else:
+            from vllm.v1.core.kv_cache_utils import (
+                resolve_cache_hit_alignment_tokens,
+                resolve_kv_cache_block_sizes,
+            )
+
+            # EngineCore._initialize_kv_caches (0.33): the planner copies the retention interval
+            # from CacheConfig into the KVCacheConfig (the dataclass default None would be dense),
+            # then the engine resolves the block sizes and the hit alignment on it.
+            kv_cache_config = KVCacheConfig(
+                num_blocks=c["num_gpu_blocks"],
+                kv_cache_tensors=[],
+                kv_cache_groups=kv_cache_groups,
+                prefix_cache_retention_interval=(
+                    vllm_config.cache_config.prefix_cache_retention_interval),
+            )
+            sched_bs, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
+            kv_cache_config.hash_block_size = hash_block_size
+            kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
+                kv_cache_config, vllm_config, sched_bs, hash_block_size)
+            if (sched_bs, hash_block_size) != (BLOCK_SIZE, BLOCK_SIZE):
+                raise SystemExit(f"{case.name}: block sizes {sched_bs}/{hash_block_size}")
         vllm_config.cache_config.num_gpu_blocks = c["num_gpu_blocks"]
         cls = AsyncScheduler if case.mode == "async" else Scheduler
         self.scheduler = cls(
@@ -181,12 +238,21 @@ class VllmHarness:
             include_finished_set=False,
             log_stats=True,  # EngineCore's default (stats logging on): PrefixCacheStats recorded
         )
+        if self.scheduler.max_num_scheduled_tokens != c["max_num_batched_tokens"]:
+            raise SystemExit(f"{case.name}: token budget {self.scheduler.max_num_scheduled_tokens}")
+        # The interval the coordinator resolved (None = dense); recorded when not None.
+        self.retention_interval = self.scheduler.kv_cache_manager.coordinator.retention_interval
+        os.environ.pop(RETENTION_ENV, None)
         # EngineCore installs the hasher only when prefix caching is on (sha256 by default).
         self.block_hasher = None
         if c["enable_prefix_caching"]:
             hash_fn = get_hash_fn_by_name(vllm_config.cache_config.prefix_caching_hash_algo)
             init_none_hash(hash_fn)
-            self.block_hasher = get_request_block_hasher(BLOCK_SIZE, hash_fn)
+            if release == "0.26":
+                self.block_hasher = get_request_block_hasher(BLOCK_SIZE, hash_fn)
+            else:
+                self.block_hasher = get_request_block_hasher(
+                    hash_block_size, hash_fn, vllm_config.num_hash_lookahead_tokens)
 
     def make_request(self, r: dict):
         from vllm.sampling_params import SamplingParams
@@ -224,10 +290,10 @@ class StatsTotals:
         return [b + getattr(cur, f) for b, f in zip(self.base, self.FIELDS)]
 
 
-def run_case(case: Case, model_dir: str) -> dict:
+def run_case(case: Case, model_dir: str, release: str) -> dict:
     from vllm.v1.outputs import ModelRunnerOutput
 
-    h = VllmHarness(case, model_dir)
+    h = VllmHarness(case, model_dir, release)
     sched = h.scheduler
     kvm = sched.kv_cache_manager
     pool = kvm.block_pool
@@ -293,7 +359,8 @@ def run_case(case: Case, model_dir: str) -> dict:
             "p": sorted(int(x) for x in (out.preempted_req_ids or ())),
             "f": sorted(int(x) for x in out.finished_req_ids),
             "r": len(sched.running),
-            "w": len(sched.waiting) + len(sched.skipped_waiting),
+            # 0.26: waiting + skipped_waiting; 0.33: waiting + kv_holding_waiting.
+            "w": sched.get_request_counts()[1],
             "free": pool.get_num_free_blocks(),
             "pc": stats.totals(),
             "u": [],
@@ -325,7 +392,7 @@ def run_case(case: Case, model_dir: str) -> dict:
                 continue
             do_update(do_schedule())
             continue
-        # EngineCore.step_with_batch_queue (0.26.0): fill the queue first; process the oldest
+        # EngineCore.step_with_batch_queue (0.26.0 and 0.33.0): fill the queue first; process the oldest
         # batch only when the queue is full or nothing more can be scheduled.
         if sched.has_requests():
             entry = do_schedule()
@@ -349,7 +416,7 @@ def run_case(case: Case, model_dir: str) -> dict:
     if case.mode == "sync":
         for rec in steps:
             assert rec["u"] == [rec["k"]], rec
-    return {
+    doc = {
         "format": FORMAT,
         "vllm_version": __import__("vllm").__version__,
         "case": case.name,
@@ -357,10 +424,12 @@ def run_case(case: Case, model_dir: str) -> dict:
         "mode": case.mode,
         "config": case.config,
         "use_v2_model_runner": h.use_v2_model_runner,
-        "requests": reqs,
-        "steps": steps,
-        "final": final,
     }
+    if h.retention_interval is not None:
+        # Absent = None (dense, every full sliding-window block cached: 0.26's default).
+        doc["prefix_cache_retention_interval"] = h.retention_interval
+    doc.update({"requests": reqs, "steps": steps, "final": final})
+    return doc
 
 
 def summary(doc: dict) -> str:
@@ -374,13 +443,15 @@ def summary(doc: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="tests/data/vllm_goldens", help="output directory")
+    ap.add_argument("--out", default="tests/data/vllm_goldens",
+                    help="output root; the files go to OUT/<release>/ (0.26 or 0.33)")
     ap.add_argument("--only", nargs="*", default=None, help="case names to record")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     args = ap.parse_args()
     if args.list:
         for c in CASES:
-            print(f"{c.name}: {c.description}")
+            skips = "".join(f" [skipped for {r}: {why}]" for r, why in c.skip.items())
+            print(f"{c.name}: {c.description}{skips}")
         return 0
     chosen = [c for c in CASES if args.only is None or c.name in args.only]
     if args.only and len(chosen) != len(args.only):
@@ -388,17 +459,17 @@ def main() -> int:
         print(f"unknown case(s): {sorted(unknown)}", file=sys.stderr)
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import vllm
-
-    if vllm.__version__ != "0.26.0":
-        print(f"vLLM {vllm.__version__} found; the goldens are defined for 0.26.0", file=sys.stderr)
-        return 2
-    out_dir = Path(args.out)
+    version, release = installed_release()
+    out_dir = Path(args.out) / release
     out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"vLLM {version}: writing {out_dir}", flush=True)
     with tempfile.TemporaryDirectory() as model_dir:
         Path(model_dir, "config.json").write_text(json.dumps(HF_CONFIG))
         for case in chosen:
-            doc = run_case(case, model_dir)
+            if release in case.skip:
+                print(f"{case.name}: skipped for vLLM {release}: {case.skip[release]}", flush=True)
+                continue
+            doc = run_case(case, model_dir, release)
             data = json.dumps(doc, separators=(",", ":")).encode()
             path = out_dir / f"{case.name}.json.gz"
             with open(path, "wb") as f:
