@@ -169,6 +169,58 @@ TINY_AT_ONCE = Workload(num_requests=300, seed=7, suffix_len=(8, 8), output_len=
                         arrivals_per_step=1e9, priority_levels=1, max_total=64)
 
 
+# Issue 26 (0.26 vs 0.33). A request mostly alone: arrivals ~50 steps apart, prompts of 100-700
+# tokens against long_prefill_token_threshold 64 (0.33 ignores the threshold while running +
+# waiting <= 1 at the start of the step).
+LONE = Workload(num_requests=30, seed=8, suffix_len=(100, 700), output_len=(1, 16),
+                shared_prefix_lens=(48, 200), p_shared=0.3, p_follow_up=0.1, p_duplicate=0.05,
+                arrivals_per_step=0.02, priority_levels=1, max_total=1000)
+# Sliding-window retention: multi-turn heavy (follow-ups and duplicates hit the window tails
+# that sparse retention keeps or drops).
+HYBRID_TURNS = Workload(num_requests=100, seed=9, suffix_len=(8, 300), output_len=(1, 48),
+                        shared_prefix_lens=(100, 330), p_shared=0.3, p_follow_up=0.4,
+                        p_duplicate=0.1, arrivals_per_step=0.5, priority_levels=1,
+                        max_total=1000)
+
+
+def _self_preempt_requests() -> tuple:
+    """PRIORITY, 24 usable blocks. Request 0 (priority 2, the lowest) is admitted one step before
+    requests 1-3 (priority 0), so it sits first in the running list and crosses each block
+    boundary one step before them. After three rounds of growth the pool is empty exactly when
+    request 0 needs its next block: the victim is request 0 itself, with requests 1-3 behind it
+    in the running list. 0.26 ends the RUNNING loop there (1-3 get nothing that step); 0.33
+    goes on and schedules them into the freed blocks. Requests 4-7 (priority 1) arrive later and
+    repeat the pattern against 1-3 as they finish."""
+    reqs = []
+
+    def add(arrival, priority, prompt, max_tokens):
+        i = len(reqs)
+        reqs.append({"id": i, "arrival_step": arrival, "priority": priority,
+                     "max_tokens": max_tokens, "prompt": [[UNIQUE_BASE + 1000 * i, prompt]]})
+
+    add(0, 2, 40, 300)
+    for _ in range(3):
+        add(1, 0, 40, 120)
+    for t in (60, 61, 62, 63):
+        add(t, 1, 40, 150)
+    return tuple(reqs)
+
+
+def _victim_index_requests() -> tuple:
+    """PRIORITY, 21 usable blocks, async: request 0 (priority 2, first in the running list) has
+    its last token in flight, so the RUNNING loop skips it unscheduled; then request 1 needs a
+    block from an empty pool and the victim is request 0, before the cursor. 0.26 moves the
+    cursor back only for a victim scheduled in this step, so the list shifts under it and
+    request 2 is passed over for the step; 0.33 moves it back for any victim before the cursor.
+    (Sync mode never skips a running request: recorded for completeness.)"""
+    reqs = []
+    for i, (arrival, priority, prompt, max_tokens) in enumerate(
+            [(0, 2, 42, 42), (1, 0, 40, 120), (1, 0, 40, 120), (1, 0, 40, 120)]):
+        reqs.append({"id": i, "arrival_step": arrival, "priority": priority,
+                     "max_tokens": max_tokens, "prompt": [[UNIQUE_BASE + 1000 * i, prompt]]})
+    return tuple(reqs)
+
+
 def _full() -> dict:
     return {"kind": "full_attention"}
 
@@ -257,10 +309,43 @@ _BASE_CASES = [
      "blocks): preemptions, admission cap, re-hits",
      _config(num_gpu_blocks=64, max_model_len=1024, max_num_batched_tokens=256, max_num_seqs=16,
              kv_cache_groups=[_full(), _sw(64)]), HYBRID_STARVED),
+    # Issue 26: cases that separate vLLM 0.26 from 0.33 (recorded from both).
+    ("fcfs_lone_threshold", "long_prefill_token_threshold 64, budget 256, requests mostly "
+     "alone: 0.26 chunks a lone prompt at 64 tokens, 0.33 skips the threshold when running + "
+     "waiting <= 1", _config(long_prefill_token_threshold=64, max_num_batched_tokens=256),
+     LONE),
+    ("priority_self_preempt", "PRIORITY, 24 usable blocks: the lowest-priority request, first "
+     "in the running list, preempts itself with higher-priority requests behind it (0.26 ends "
+     "the RUNNING loop, 0.33 goes on)",
+     _config(policy="priority", num_gpu_blocks=25, max_model_len=1024,
+             max_num_batched_tokens=256, max_num_seqs=8, enable_prefix_caching=False),
+     _self_preempt_requests()),
+    ("priority_victim_index", "PRIORITY, 21 usable blocks: async skips the lowest-priority "
+     "request (its last token in flight), then picks it as the victim from before the cursor "
+     "(0.26 passes over the next request for the step, 0.33 does not)",
+     _config(policy="priority", num_gpu_blocks=22, max_model_len=1024,
+             max_num_batched_tokens=256, max_num_seqs=8, enable_prefix_caching=False),
+     _victim_index_requests()),
+    ("hybrid_swa_retention_default", "full + sliding-window-128, prefix caching, multi-turn "
+     "heavy, the release's default retention (0.26: dense; 0.33: 0 = sparse, only replay "
+     "boundary and shared-prefix junction tails cached)",
+     _config(num_gpu_blocks=300, kv_cache_groups=[_full(), _sw(128)]), HYBRID_TURNS),
+    ("hybrid_swa_retention_256", "as hybrid_swa_retention_default with "
+     "prefix_cache_retention_interval 256 (0.26: VLLM_PREFIX_CACHE_RETENTION_INTERVAL=256; "
+     "0.33: the CacheConfig option): window tails every 256 tokens kept",
+     _config(num_gpu_blocks=300, kv_cache_groups=[_full(), _sw(128)],
+             prefix_cache_retention_interval=256), HYBRID_TURNS),
+    ("hybrid_swa_retention_dense", "as hybrid_swa_retention_default with "
+     "prefix_cache_retention_interval None (dense in both releases: 0.33's "
+     "--prefix-cache-retention-interval None)",
+     _config(num_gpu_blocks=300, kv_cache_groups=[_full(), _sw(128)],
+             prefix_cache_retention_interval=None), HYBRID_TURNS),
 ]
 
 CASES: list[Case] = [
-    Case(name=f"{mode}_{name}", mode=mode, description=desc, config=cfg, workload=w)
+    Case(name=f"{mode}_{name}", mode=mode, description=desc, config=cfg,
+         workload=w if isinstance(w, Workload) else None,
+         requests=() if isinstance(w, Workload) else w)
     for mode in ("sync", "async")
     for name, desc, cfg, w in _BASE_CASES
 ]
