@@ -3,7 +3,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "kvsim/core/model_presets.h"
+#include "kvsim/core/vllm_version.h"
 
 namespace kvsim::cli {
 
@@ -100,6 +103,18 @@ void add_model_card_options(CLI::App* app, run::PlanOptions& o) {
          },
          "Keep the hybrid KV cache manager on (also for chunked local attention models)")
       ->group("Pool");
+  app->add_option("--vllm-version", o.vllm_version,
+                  fmt::format("The vLLM release to clone: {} (default {}); its defaults, "
+                              "scheduler and start-up report (docs/conformance.md)",
+                              vllm_version_names(), to_string(kDefaultVllmVersion)))
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return parse_vllm_version(s) ? ""
+                                         : fmt::format("unknown vLLM release '{}' (expected {})", s,
+                                                       vllm_version_names());
+          },
+          "VERSION"))
+      ->group("vLLM");
 }
 
 }  // namespace kvsim::cli

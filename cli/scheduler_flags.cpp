@@ -1,9 +1,25 @@
 #include "scheduler_flags.h"
 
+#include <charconv>
+#include <optional>
+#include <string_view>
+
 #include "kvsim/run/parameters.h"
 #include "validators.h"
 
 namespace kvsim::cli {
+namespace {
+
+// --prefix-cache-retention-interval: "none" (vLLM's None: dense) is -1, else a decimal int >= 0.
+std::optional<int32_t> retention_interval(std::string_view v) {
+  if (v == "none" || v == "None") return -1;
+  int32_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < 0) return std::nullopt;
+  return n;
+}
+
+}  // namespace
 
 void add_scheduler_options(CLI::App* app, run::SchedulerOptions& o) {
   const char* group = "Scheduler";
@@ -83,6 +99,29 @@ void add_scheduler_options(CLI::App* app, run::SchedulerOptions& o) {
                   "| profile:DIR[,all_reduce=FILE,overhead_ms=..,attn_mfu=..,attn_mbu=..] "
                   "(docs/step-time-model.md)")
       ->capture_default_str()
+      ->group(group);
+  // vLLM 0.33's engine arguments (the first two refused with --vllm-version 0.26).
+  app->add_option("--max-num-active-seqs", o.max_num_active_seqs,
+                  "vLLM 0.33: admit new requests only while fewer than this many run (default "
+                  "max_num_seqs)")
+      ->check(positive())
+      ->group(group);
+  app->add_flag_callback(
+         "--long-prefill-token-threshold-adaptive",
+         [&o] { o.long_prefill_token_threshold_adaptive = true; },
+         "vLLM 0.33: raise the threshold to max_num_batched_tokens / requests each step")
+      ->group(group);
+  app->add_option_function<std::string>(
+         "--prefix-cache-retention-interval",
+         [&o](const std::string& v) { o.prefix_cache_retention_interval = retention_interval(v); },
+         "Sliding-window prefix-cache retention in tokens: 0 = sparse (0.33's default), N = "
+         "also every N tokens (a multiple of the block size), none = dense (0.26's default; "
+         "0.26 read it from VLLM_PREFIX_CACHE_RETENTION_INTERVAL)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return retention_interval(v) ? "" : "must be an integer in [0, 2^31) or none";
+          },
+          "INT|none"))
       ->group(group);
 }
 

@@ -76,6 +76,7 @@ def plan(
     num_gpu_blocks_override: Optional[int] = None,
     kv_cache_memory_bytes: Optional[int] = None,
     disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    vllm_version: Optional[str] = None,
     max_num_batched_tokens: Optional[int] = None,
     max_num_seqs: Optional[int] = None,
     async_scheduling: bool = True,
@@ -205,6 +206,7 @@ def replay(
     num_gpu_blocks_override: Optional[int] = None,
     kv_cache_memory_bytes: Optional[int] = None,
     disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    vllm_version: Optional[str] = None,
     max_num_batched_tokens: Optional[int] = None,
     max_num_seqs: Optional[int] = None,
     long_prefill_token_threshold: Optional[int] = None,
@@ -216,6 +218,9 @@ def replay(
     num_lookahead_tokens: Optional[int] = None,
     async_scheduling: Optional[bool] = None,
     step_time: Optional[str] = None,
+    max_num_active_seqs: Optional[int] = None,
+    long_prefill_token_threshold_adaptive: Optional[bool] = None,
+    prefix_cache_retention_interval: Optional[int] = None,
     preemption_mode: Optional[str] = None,
     swap_space_gib: Optional[float] = None,
     swap_bandwidth_gbps: Optional[float] = None,
@@ -334,6 +339,7 @@ def sweep(
     num_gpu_blocks_override: Optional[int] = None,
     kv_cache_memory_bytes: Optional[int] = None,
     disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    vllm_version: Optional[str] = None,
     long_prefill_token_threshold: Optional[int] = None,
     enable_chunked_prefill: Optional[bool] = None,
     enable_prefix_caching: Optional[bool] = None,
@@ -343,6 +349,9 @@ def sweep(
     num_lookahead_tokens: Optional[int] = None,
     async_scheduling: Optional[bool] = None,
     step_time: Optional[str] = None,
+    max_num_active_seqs: Optional[int] = None,
+    long_prefill_token_threshold_adaptive: Optional[bool] = None,
+    prefix_cache_retention_interval: Optional[int] = None,
 ) -> Any:
     """Replays one trace over the grid of the given axes (``kvsim sweep``): one row per
     configuration, the columns of ``kvsim sweep --csv`` (config, effective settings, replay
@@ -393,7 +402,7 @@ def sweep(
 _SIZE_PLAN_KEYS = (
     "model", "config", "num_layers", "num_kv_heads", "head_dim", "num_params", "dtype",
     "gpu_memory_utilization", "overhead_gib", "quantization", "max_model_len",
-    "disable_hybrid_kv_cache_manager",
+    "disable_hybrid_kv_cache_manager", "vllm_version",
 )
 _SIZE_CLUSTER_KEYS = tuple(k for k in _options.CLUSTER_KEYS
                            if k not in ("replicas", "slo_stop_early"))
@@ -432,6 +441,7 @@ def size(
     quantization: Optional[str] = None,
     max_model_len: Optional[int] = None,
     disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    vllm_version: Optional[str] = None,
     max_num_batched_tokens: Optional[int] = None,
     long_prefill_token_threshold: Optional[int] = None,
     enable_chunked_prefill: Optional[bool] = None,
@@ -442,6 +452,9 @@ def size(
     num_lookahead_tokens: Optional[int] = None,
     async_scheduling: Optional[bool] = None,
     step_time: Optional[str] = None,
+    max_num_active_seqs: Optional[int] = None,
+    long_prefill_token_threshold_adaptive: Optional[bool] = None,
+    prefix_cache_retention_interval: Optional[int] = None,
     router: Optional[str] = None,
     router_staleness_ms: Optional[float] = None,
     router_seed: Optional[int] = None,

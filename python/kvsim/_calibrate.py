@@ -41,6 +41,7 @@ def calibrate(
     num_gpu_blocks_override: Optional[int] = None,
     kv_cache_memory_bytes: Optional[int] = None,
     disable_hybrid_kv_cache_manager: Optional[bool] = None,
+    vllm_version: Optional[str] = None,
     max_num_batched_tokens: Optional[int] = None,
     max_num_seqs: Optional[int] = None,
     long_prefill_token_threshold: Optional[int] = None,
@@ -51,6 +52,9 @@ def calibrate(
     scheduler_reserve_full_isl: Optional[bool] = None,
     num_lookahead_tokens: Optional[int] = None,
     async_scheduling: Optional[bool] = None,
+    max_num_active_seqs: Optional[int] = None,
+    long_prefill_token_threshold_adaptive: Optional[bool] = None,
+    prefix_cache_retention_interval: Optional[int] = None,
 ) -> dict[str, Any]:
     """Fits the physics step-time model to measured vLLM latencies (``kvsim calibrate``).
 

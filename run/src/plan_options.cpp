@@ -114,6 +114,13 @@ GpuSpec resolve_gpu(const PlanOptions& o) {
 
 }  // namespace
 
+VllmVersion resolve_vllm_version(std::string_view given) {
+  if (given.empty()) return kDefaultVllmVersion;
+  if (const auto v = parse_vllm_version(given)) return *v;
+  throw std::invalid_argument(fmt::format("{}: unknown vLLM release (expected {})",
+                                          param("vllm_version", given), vllm_version_names()));
+}
+
 void check_kv_cache_dtype(std::string_view param_id, std::string_view value) {
   for (const char* d :
        {"auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"}) {
@@ -149,6 +156,7 @@ PlanInputs resolve_plan_inputs(const PlanOptions& o) {
   require_positive(o.kv_cache_memory_bytes, "kv_cache_memory_bytes");
   in.kv_cache_memory_bytes = o.kv_cache_memory_bytes;
   in.disable_hybrid_kv_cache_manager = o.disable_hybrid_kv_cache_manager;
+  in.vllm_version = resolve_vllm_version(o.vllm_version);
   return in;
 }
 

@@ -20,6 +20,13 @@ void apply(const SchedulerOptions& o, SchedulerConfig& c) {
   c.watermark = o.watermark;
   c.scheduler_reserve_full_isl = o.scheduler_reserve_full_isl;
   c.num_lookahead_tokens = o.num_lookahead_tokens;
+  c.max_num_active_seqs = o.max_num_active_seqs.value_or(0);
+  if (o.max_num_active_seqs && *o.max_num_active_seqs < 1) {
+    throw std::invalid_argument(fmt::format("{} must be >= 1 (got {})",
+                                            param("max_num_active_seqs"), *o.max_num_active_seqs));
+  }
+  c.long_prefill_token_threshold_adaptive = o.long_prefill_token_threshold_adaptive;
+  c.prefix_cache_retention_interval = o.prefix_cache_retention_interval;
 }
 
 void apply(const SchedulerOptions& o, ReplaySettings& settings) {

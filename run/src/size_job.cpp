@@ -65,6 +65,10 @@ const ReplaySetting kReplaySettings[] = {
      [](const SizeJobOptions& o) -> Value {
        return o.plan.disable_hybrid_kv_cache_manager.value_or(false);
      }},
+    {"vllm_version",
+     [](const SizeJobOptions& o) -> Value {
+       return std::string(to_string(resolve_vllm_version(o.plan.vllm_version)));
+     }},
     {"format",
      [](const SizeJobOptions& o) -> Value { return std::string(to_string(o.trace.format)); }},
     {"max_requests", [](const SizeJobOptions& o) -> Value { return text(o.trace.max_requests); }},
@@ -99,6 +103,16 @@ const ReplaySetting kReplaySettings[] = {
     {"async_scheduling",
      [](const SizeJobOptions& o) -> Value { return o.sched.async_scheduling.value_or(true); }},
     {"step_time", [](const SizeJobOptions& o) -> Value { return o.sched.step_time; }},
+    {"max_num_active_seqs",
+     [](const SizeJobOptions& o) -> Value { return text(o.sched.max_num_active_seqs); }},
+    {"long_prefill_token_threshold_adaptive",
+     [](const SizeJobOptions& o) -> Value { return o.sched.long_prefill_token_threshold_adaptive; },
+     true, false},
+    {"prefix_cache_retention_interval",
+     [](const SizeJobOptions& o) -> Value {
+       const auto v = o.sched.prefix_cache_retention_interval;
+       return v && *v < 0 ? std::string("none") : text(v);
+     }},
     {"max_num_batched_tokens",
      [](const SizeJobOptions& o) -> Value { return text(o.max_num_batched_tokens); }},
     {"slo_ttft_p99", [](const SizeJobOptions& o) -> Value { return text(o.cluster.slo_ttft_p99); }},

@@ -24,6 +24,9 @@ KVCacheManagerConfig kv_config(const SchedulerConfig& c) {
   // Request salts are request-unique and the scheduler looks hashes up only for the request
   // that owns them, so salted blocks can stay out of the prefix map until a preemption.
   k.defer_private_block_hashes = c.defer_private_block_hashes;
+  k.prefix_cache_stats_at_admission = c.behavior.prefix_cache_stats_at_admission;
+  k.prefix_cache_retention_interval = c.prefix_cache_retention_interval.value_or(
+      c.behavior.default_prefix_cache_retention_interval);
   return k;
 }
 
@@ -67,6 +70,36 @@ void validate(const SchedulerConfig& c) {
   require(!(hybrid_layout && c.preemption_mode == PreemptionMode::SWAP), "preemption_mode",
           "swap needs a single full-attention KV cache group (kvsim does not swap per-group "
           "tables)");
+  // The engine arguments only some releases have.
+  const VllmBehavior& b = c.behavior;
+  const auto missing = [&b](std::string_view id) {
+    return fmt::format("{} is not an engine argument of vLLM {} (it is 0.33's; choose {})",
+                       param(id), to_string(b.version), param("vllm_version", "0.33"));
+  };
+  if (c.max_num_active_seqs != 0) {
+    if (!b.has_max_num_active_seqs) throw std::invalid_argument(missing("max_num_active_seqs"));
+    // vLLM 0.33 config/scheduler.py: ge=1, and not above max_num_seqs.
+    if (c.max_num_active_seqs < 1 || c.max_num_active_seqs > c.max_num_seqs) {
+      throw std::invalid_argument(fmt::format("{} ({}) must be in [1, max_num_seqs ({})]",
+                                              param("max_num_active_seqs"), c.max_num_active_seqs,
+                                              c.max_num_seqs));
+    }
+  }
+  if (c.long_prefill_token_threshold_adaptive && !b.has_long_prefill_token_threshold_adaptive) {
+    throw std::invalid_argument(missing("long_prefill_token_threshold_adaptive"));
+  }
+  if (c.prefix_cache_retention_interval && *c.prefix_cache_retention_interval < -1) {
+    throw std::invalid_argument(fmt::format("{} must be >= 0, or none (got {})",
+                                            param("prefix_cache_retention_interval"),
+                                            *c.prefix_cache_retention_interval));
+  }
+  // vLLM 0.33 SchedulerConfig.verify_max_model_len (0.26 only with partial prefills, which kvsim
+  // does not take).
+  if (b.threshold_capped_by_max_model_len && c.long_prefill_token_threshold > c.max_model_len) {
+    throw std::invalid_argument(fmt::format("{} ({}) cannot be greater than the max_model_len ({})",
+                                            param("long_prefill_token_threshold"),
+                                            c.long_prefill_token_threshold, c.max_model_len));
+  }
   // vLLM SchedulerConfig.verify: without chunked prefill a max_model_len prompt must fit the
   // budget.
   require(c.enable_chunked_prefill || c.max_num_batched_tokens >= c.max_model_len,
@@ -322,7 +355,7 @@ void Scheduler::preempt(Request* victim) {
 
 bool Scheduler::schedule_running(int64_t& token_budget) {
   bool preempted_any = false;
-  const int64_t threshold = config_.long_prefill_token_threshold;
+  const int64_t threshold = step_threshold_;
   size_t i = 0;
   const int64_t batch = output_->step_index;
   int32_t implicit = 0;
@@ -410,12 +443,11 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
         victim = running_[j];
         running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(j));
         const int32_t si = scheduled_index_[static_cast<size_t>(victim->request_id)];
-        if (si >= 0) {
-          // v26 behaviour (fixed upstream by #49206): the index moves back only when the victim
-          // was scheduled this step; an earlier unscheduled victim makes the loop skip a request.
-          unschedule(static_cast<size_t>(si), token_budget);
-          --i;
-        }
+        if (si >= 0) unschedule(static_cast<size_t>(si), token_budget);
+        // 0.26 moves the index back only when the victim was scheduled this step (an earlier
+        // victim skipped this step makes the loop pass over a request); 0.33 (#49206) for any
+        // victim before it. A victim scheduled this step always sits before it.
+        if (config_.behavior.priority_preemption_continues ? j < i : si >= 0) --i;
       }
       preempt(victim);
       preempted_any = true;
@@ -424,7 +456,12 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
         break;
       }
     }
-    if (!can_schedule) break;
+    if (!can_schedule) {
+      // It preempted itself. 0.26 ends the RUNNING loop; 0.33 goes on with the request now at
+      // index i (under FCFS the victim was the last one, so the loop ends either way).
+      if (config_.behavior.priority_preemption_continues) continue;
+      break;
+    }
     add_scheduled(*req, static_cast<int32_t>(n), *new_blocks);
     token_budget -= n;
     ++i;
@@ -444,13 +481,16 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
 }
 
 void Scheduler::schedule_waiting(int64_t& token_budget) {
-  const int64_t threshold = config_.long_prefill_token_threshold;
+  const int64_t threshold = step_threshold_;
+  // vLLM 0.33 --max-num-active-seqs caps admissions below max_num_seqs.
+  const int64_t max_active =
+      config_.max_num_active_seqs > 0 ? config_.max_num_active_seqs : config_.max_num_seqs;
   while (!waiting_.empty()) {
     if (token_budget <= 0) {
       output_->admission_stop = AdmissionStop::TOKEN_BUDGET;
       return;
     }
-    if (static_cast<int64_t>(running_.size()) >= config_.max_num_seqs) {
+    if (static_cast<int64_t>(running_.size()) >= max_active) {
       output_->admission_stop = AdmissionStop::MAX_NUM_SEQS;
       return;
     }
@@ -464,13 +504,15 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
     for (auto& g : hits.group_blocks) g.clear();
     hits.num_computed_tokens = 0;
     int32_t computed = req->num_computed_tokens;
+    const bool lookup = computed == 0 && config_.enable_prefix_caching;
     // A request preempted before may hit its own published private blocks: its lookup needs
     // every hash. (A request never preempted cached none of them, so its lookup stops at the
     // first private block either way.)
     if (req->num_preemptions > 0) req->materialize_block_hashes();
-    if (computed == 0 && config_.enable_prefix_caching) {
+    if (lookup) {
       kv_.get_computed_blocks(*req, hits);
       computed = hits.num_computed_tokens;
+      req->shared_prefix_boundary = hits.shared_prefix_boundary;
     }
     int64_t n = static_cast<int64_t>(req->num_tokens()) - computed;
     if (threshold > 0 && n > threshold) n = threshold;
@@ -492,6 +534,9 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
       output_->admission_stop = AdmissionStop::KV_CACHE;
       return;
     }
+    if (lookup && config_.behavior.prefix_cache_stats_at_admission) {
+      kv_.record_prefix_cache_stats(*req, hits.num_computed_tokens);
+    }
     waiting_.pop();
     lazy_push_running(req);
     const RequestStatus was = req->status;
@@ -508,6 +553,18 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
   output_->admission_stop = AdmissionStop::QUEUE_EMPTY;
 }
 
+int64_t Scheduler::long_prefill_threshold_for_step() const {
+  int64_t threshold = config_.long_prefill_token_threshold;
+  if (!config_.behavior.lone_request_ignores_threshold) return threshold;
+  // vLLM 0.33 counts the requests at the start of the step, before preemptions and admissions.
+  const auto requests = static_cast<int64_t>(running_.size() + waiting_.size());
+  if (requests <= 1) return 0;
+  if (threshold > 0 && config_.long_prefill_token_threshold_adaptive) {
+    threshold = std::max<int64_t>(threshold, config_.max_num_batched_tokens / requests);
+  }
+  return threshold;
+}
+
 const SchedulerOutput& Scheduler::schedule() {
   if (num_pending_outputs() >= max_concurrent_batches(config_)) {
     throw std::logic_error(
@@ -520,6 +577,7 @@ const SchedulerOutput& Scheduler::schedule() {
   output_->finished_req_ids.swap(finished_pending_);
   output_->step_index = step_++;
   int64_t token_budget = config_.max_num_batched_tokens;
+  step_threshold_ = long_prefill_threshold_for_step();
 
   const bool preempted = schedule_running(token_budget);
   if (preempted) {

@@ -116,7 +116,12 @@ TEST(ReplaySetup, RefusesPoolWithoutUsableBlock) {
   PlanInputs in = qwen_on("rtx4090");
   in.max_model_len = 16;  // one block: the planner accepts a 1-block pool, a replay cannot
   in.num_gpu_blocks_override = 1;
+  // 0.26 starts with one block (the replay refuses it); 0.33's fit check holds the null block
+  // back, so vLLM itself refuses to start.
+  in.vllm_version = VllmVersion::kV0_26;
   EXPECT_THROW(plan_replay_pool(in), std::invalid_argument);
+  in.vllm_version = VllmVersion::kV0_33;
+  EXPECT_THROW(plan_replay_pool(in), DoesNotFitError);
   in.num_gpu_blocks_override = 2;
   const Plan plan = plan_replay_pool(in);
   EXPECT_EQ(formula_max_concurrency(plan), 2 * 16 / 16);

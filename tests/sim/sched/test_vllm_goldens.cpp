@@ -1,12 +1,14 @@
-// Conformance with vLLM 0.26.0's real v1 Scheduler (issue 8 part 4).
+// Conformance with vLLM's real v1 Scheduler, release by release (issue 8 part 4, issue 26).
 //
-// tests/data/vllm_goldens/*.json.gz were recorded by tools/vllm_conformance/record.py, which
-// drives the released wheel's Scheduler/AsyncScheduler on CPU over small cases and writes the
-// case input (config + requests) next to what vLLM did at every schedule() call. This test
-// replays each SYNC case through kvsim's Scheduler and each ASYNC case through kvsim's
-// EngineCore with the same engine loop (docs/conformance.md §Engine loop) and compares every step
-// field by field; no vLLM is needed. Hybrid cases (config.kv_cache_groups, issue 9) record one
-// block-id list per KV cache group and run through KVCacheManager's coordinator.
+// tests/data/vllm_goldens/<release>/*.json.gz (0.26/, 0.33/) were recorded by
+// tools/vllm_conformance/record.py, which drives the released wheel's Scheduler/AsyncScheduler on
+// CPU over small cases and writes the case input (config + requests) next to what vLLM did at every
+// schedule() call. This test replays each SYNC case through kvsim's Scheduler and each ASYNC case
+// through kvsim's EngineCore with the same engine loop (docs/conformance.md §Engine loop) and
+// compares every step field by field; no vLLM is needed. Each case runs with the behaviour of the
+// release that recorded it (its "vllm_version", SchedulerConfig::behavior). Hybrid cases
+// (config.kv_cache_groups, issue 9) record one block-id list per KV cache group and run through
+// KVCacheManager's coordinator.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -23,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvsim/core/kv_backend.h"
+#include "kvsim/core/vllm_version.h"
 #include "kvsim/sim/engine/engine_core.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
@@ -35,28 +39,44 @@ namespace {
 using nlohmann::json;
 
 // vLLM's prefix-cache counters, in the golden's "pc" order. The 0.26.0 wheel records them inside
-// get_computed_blocks on every lookup (a failed admission retried next step is counted again), and
-// a request with num_preemptions > 0 only under preempted_* (exclusive sets); kvsim records them
-// the same way, so all six are compared at every step like any other field.
+// get_computed_blocks on every lookup (a failed admission retried next step is counted again),
+// 0.33.0 once per admission; both count a request with num_preemptions > 0 only under
+// preempted_* (exclusive sets). kvsim records them as the case's release does, so all six are
+// compared at every step like any other field.
 constexpr std::array<const char*, 6> kPrefixCounterNames = {
     "requests", "queries", "hits", "preempted_requests", "preempted_queries", "preempted_hits"};
 std::filesystem::path goldens_dir() {
   return std::filesystem::path(KVSIM_SOURCE_DIR) / "tests" / "data" / "vllm_goldens";
 }
 
-// Case names ("<mode>_..."), sorted, for the given mode prefix ("sync_" / "async_").
-std::vector<std::string> case_names(const std::string& prefix) {
+// The releases recorded (one folder each).
+constexpr std::array<const char*, 2> kReleases = {"0.26", "0.33"};
+
+// Case names ("<release>/<mode>_..."), sorted, for the given mode prefix ("sync_" / "async_");
+// release: one folder, or every release when empty.
+std::vector<std::string> case_names(const std::string& prefix, const std::string& release = "") {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(goldens_dir(), ec)) {
-    const std::string f = e.path().filename().string();
-    const std::string ext = ".json.gz";
-    if (f.size() > ext.size() && f.ends_with(ext) && f.starts_with(prefix)) {
-      names.push_back(f.substr(0, f.size() - ext.size()));
+  for (const char* r : kReleases) {
+    if (!release.empty() && release != r) continue;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(goldens_dir() / r, ec)) {
+      const std::string f = e.path().filename().string();
+      const std::string ext = ".json.gz";
+      if (f.size() > ext.size() && f.ends_with(ext) && f.starts_with(prefix)) {
+        names.push_back(std::string(r) + "/" + f.substr(0, f.size() - ext.size()));
+      }
     }
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// A test name from a case name: "0.33/sync_fcfs_cache" -> "v0_33_sync_fcfs_cache".
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = "v" + info.param;
+  std::replace_if(
+      n.begin(), n.end(), [](char c) { return c == '.' || c == '/'; }, '_');
+  return n;
 }
 
 json load_case(const std::string& name) {
@@ -68,8 +88,31 @@ json load_case(const std::string& name) {
   return j;
 }
 
-SchedulerConfig config_from(const json& c) {
+bool resumed_as_new(const json& j) {
+  return j.value("use_v2_model_runner", false);
+}
+
+// The case's scheduler configuration, with the behaviour of the release that recorded it.
+SchedulerConfig config_from(const json& j) {
+  const json& c = j.at("config");
   SchedulerConfig s;
+  const std::string version = j.at("vllm_version").get<std::string>();
+  const std::optional<VllmVersion> release = parse_vllm_version(version);
+  if (!release) throw std::runtime_error("golden recorded by unknown vLLM " + version);
+  s.behavior = vllm_behavior(*release);
+  // The retention interval the case ran with: config's key (null = None, dense), else the
+  // release's default.
+  if (c.contains("prefix_cache_retention_interval")) {
+    const json& r = c.at("prefix_cache_retention_interval");
+    s.prefix_cache_retention_interval = r.is_null() ? -1 : r.get<int32_t>();
+  }
+  if (c.contains("max_num_active_seqs") && !c.at("max_num_active_seqs").is_null()) {
+    s.max_num_active_seqs = c.at("max_num_active_seqs").get<int32_t>();
+  }
+  if (c.contains("long_prefill_token_threshold_adaptive")) {
+    s.long_prefill_token_threshold_adaptive =
+        c.at("long_prefill_token_threshold_adaptive").get<bool>();
+  }
   s.block_size = c.at("block_size").get<int32_t>();
   s.num_gpu_blocks = c.at("num_gpu_blocks").get<int32_t>();
   s.max_model_len = c.at("max_model_len").get<int32_t>();
@@ -150,13 +193,18 @@ struct StepRecord {
   int64_t free_u = 0;
 };
 
-StepRecord record_schedule(int64_t k, const Scheduler& s, const SchedulerOutput& out) {
+// resumed_as_new: the golden's SchedulerOutput came from vLLM 0.33 with its v2 model runner
+// ("use_v2_model_runner"), which lists requests resumed from preemption among the new ones
+// (scheduler.py: scheduled_new_reqs.extend(scheduled_resumed_reqs)); their block lists are the
+// whole table either way.
+StepRecord record_schedule(int64_t k, const Scheduler& s, const SchedulerOutput& out,
+                           bool resumed_as_new) {
   StepRecord rec;
   rec.k = k;
   const KVCacheManager& kv = s.kv_cache_manager();
   const bool per_group = !s.config().kv_cache_config.kv_cache_groups.empty();
   for (const ScheduledRequest& x : out.scheduled) {
-    const int kind = x.is_new ? 1 : (x.is_resumed ? 2 : 0);
+    const int kind = x.is_new ? 1 : (x.is_resumed ? (resumed_as_new ? 1 : 2) : 0);
     json blocks = json::array();
     if (per_group) {  // hybrid: one list per group
       for (size_t g = 0; g < kv.num_kv_cache_groups(); ++g) {
@@ -210,7 +258,7 @@ json to_json(const StepRecord& r) {
 bool compare_sync_case(const std::string& name) {
   const json j = load_case(name);
   EXPECT_EQ(j.at("mode"), "sync") << name;
-  const SchedulerConfig config = config_from(j.at("config"));
+  const SchedulerConfig config = config_from(j);
   Scheduler s(config);
   std::deque<Request> reqs = requests_from(j.at("requests"));
   const json& steps = j.at("steps");
@@ -228,7 +276,7 @@ bool compare_sync_case(const std::string& name) {
       continue;
     }
     const SchedulerOutput& out = s.schedule();
-    StepRecord got = record_schedule(k, s, out);
+    StepRecord got = record_schedule(k, s, out, resumed_as_new(j));
     s.update_from_output();
     pending_finished = std::any_of(out.scheduled.begin(), out.scheduled.end(),
                                    [](const ScheduledRequest& x) { return x.finished; });
@@ -296,7 +344,7 @@ bool compare_sync_case(const std::string& name) {
 bool compare_async_case(const std::string& name) {
   const json j = load_case(name);
   EXPECT_EQ(j.at("mode"), "async") << name;
-  SchedulerConfig config = config_from(j.at("config"));
+  SchedulerConfig config = config_from(j);
   config.async_scheduling = true;
   Scheduler s(config);
   EngineCore engine(s);
@@ -315,7 +363,7 @@ bool compare_async_case(const std::string& name) {
       continue;
     }
     const EngineStep st = engine.step([&](const SchedulerOutput& out) {
-      StepRecord rec = record_schedule(k, s, out);
+      StepRecord rec = record_schedule(k, s, out, resumed_as_new(j));
       rec.free_u = rec.free;
       json r = to_json(rec);
       r["u"] = json::array();
@@ -373,9 +421,7 @@ TEST_P(VllmGoldenAsync, EveryStepMatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenAsync, ::testing::ValuesIn(case_names("async_")),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+                         test_name);
 
 class VllmGoldenSync : public ::testing::TestWithParam<std::string> {};
 
@@ -384,9 +430,7 @@ TEST_P(VllmGoldenSync, EveryStepMatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenSync, ::testing::ValuesIn(case_names("sync_")),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+                         test_name);
 
 // The same requests through the whole replay engine (ReplicaEngine: the engine loop, its clock
 // and its never-admittable rule), arrival step k at k ms with 1 ms steps: every request vLLM
@@ -395,7 +439,7 @@ INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenSync, ::testing::ValuesIn(case_name
 void check_replay_outcome(const std::string& name) {
   const json j = load_case(name);
   ReplayConfig c;
-  c.scheduler = config_from(j.at("config"));
+  c.scheduler = config_from(j);
   c.scheduler.async_scheduling = j.at("mode") == "async";
   Trace t;
   for (const json& r : j.at("requests")) {
@@ -440,22 +484,23 @@ std::vector<std::string> all_case_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, VllmGoldenOutcome, ::testing::ValuesIn(all_case_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+                         test_name);
 
 TEST(VllmGoldens, SuiteIsPresent) {
-  // A missing or emptied directory must fail, not pass vacuously.
-  EXPECT_GE(case_names("sync_").size(), 8u) << goldens_dir();
-  EXPECT_GE(case_names("async_").size(), 8u) << goldens_dir();
-  // Hybrid KV layouts (issue 9): sliding window, Gemma-like 5:1, chunked local, starved pool.
-  EXPECT_GE(case_names("sync_hybrid_").size(), 5u) << goldens_dir();
-  EXPECT_GE(case_names("async_hybrid_").size(), 5u) << goldens_dir();
-  // Admission at the edge (issue 23): an empty pool, a single seat, tiny requests at once.
-  for (const char* edge : {"fcfs_empty_only", "fcfs_single_seat", "fcfs_tiny_at_once"}) {
-    for (const char* mode : {"sync_", "async_"}) {
-      EXPECT_TRUE(std::filesystem::exists(goldens_dir() / (std::string(mode) + edge + ".json.gz")))
-          << mode << edge;
+  // A missing or emptied directory must fail, not pass vacuously: every release has them all.
+  for (const char* release : kReleases) {
+    const std::filesystem::path dir = goldens_dir() / release;
+    EXPECT_GE(case_names("sync_", release).size(), 8u) << dir;
+    EXPECT_GE(case_names("async_", release).size(), 8u) << dir;
+    // Hybrid KV layouts (issue 9): sliding window, Gemma-like 5:1, chunked local, starved pool.
+    EXPECT_GE(case_names("sync_hybrid_", release).size(), 5u) << dir;
+    EXPECT_GE(case_names("async_hybrid_", release).size(), 5u) << dir;
+    // Admission at the edge (issue 23): an empty pool, a single seat, tiny requests at once.
+    for (const char* edge : {"fcfs_empty_only", "fcfs_single_seat", "fcfs_tiny_at_once"}) {
+      for (const char* mode : {"sync_", "async_"}) {
+        EXPECT_TRUE(std::filesystem::exists(dir / (std::string(mode) + edge + ".json.gz")))
+            << release << "/" << mode << edge;
+      }
     }
   }
 }

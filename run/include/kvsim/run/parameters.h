@@ -65,6 +65,7 @@ void visit_plan_params(O& o, Visit&& visit) {
   visit(Param{"num_gpu_blocks_override"}, o.num_gpu_blocks_override);
   visit(Param{"kv_cache_memory_bytes", ValueRule::kPositive}, o.kv_cache_memory_bytes);
   visit(Param{"disable_hybrid_kv_cache_manager"}, o.disable_hybrid_kv_cache_manager);
+  visit(Param{"vllm_version"}, o.vllm_version);
 }
 
 template <typename O, typename Visit>
@@ -79,6 +80,9 @@ void visit_scheduler_params(O& o, Visit&& visit) {
   visit(Param{"num_lookahead_tokens", ValueRule::kNonNegative}, o.num_lookahead_tokens);
   visit(Param{"async_scheduling"}, o.async_scheduling);
   visit(Param{"step_time"}, o.step_time);
+  visit(Param{"max_num_active_seqs", ValueRule::kPositive}, o.max_num_active_seqs);
+  visit(Param{"long_prefill_token_threshold_adaptive"}, o.long_prefill_token_threshold_adaptive);
+  visit(Param{"prefix_cache_retention_interval"}, o.prefix_cache_retention_interval);
 }
 
 // replay's own settings (ReplayOptions minus its plan / sched / cluster parts).

@@ -50,11 +50,18 @@ struct PlanOptions {
   std::optional<int64_t> kv_cache_memory_bytes;
   // vLLM disable_hybrid_kv_cache_manager; unset: vLLM's rule (off for chunked local attention).
   std::optional<bool> disable_hybrid_kv_cache_manager;
+  // The vLLM release to clone: "0.26" or "0.33" ("0.26.0" / "0.33.0" too); empty: the default
+  // (kDefaultVllmVersion, core/vllm_version.h).
+  std::string vllm_version;
 };
 
 // Builds the planner inputs. Throws std::invalid_argument / std::runtime_error (one line naming
 // the parameter or the config file and field) on bad values.
 PlanInputs resolve_plan_inputs(const PlanOptions& opts);
+
+// PlanOptions::vllm_version as a release: empty gives kDefaultVllmVersion; anything but a known
+// release throws std::invalid_argument naming vllm_version.
+VllmVersion resolve_vllm_version(std::string_view given);
 
 // A model is named by model, config, or all three shape values.
 bool model_given(const PlanOptions& opts);

@@ -24,6 +24,11 @@ struct SchedulerOptions {
   std::string step_time = "roofline";  // step_time spec (docs/step-time-model.md)
   // Unset = vLLM's default (on unless an incompatible option is set).
   std::optional<bool> async_scheduling;
+  // vLLM 0.33's; the first two are refused for a release without them (validate()).
+  std::optional<int32_t> max_num_active_seqs;
+  bool long_prefill_token_threshold_adaptive = false;
+  // -1 = none (dense); unset: the release's default.
+  std::optional<int32_t> prefix_cache_retention_interval;
 };
 
 // Copies the policy knobs into `config` (block/pool/length/batch fields are left alone). Throws

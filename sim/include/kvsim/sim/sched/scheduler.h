@@ -52,6 +52,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,7 @@
 #include "kvsim/core/kv_cache_spec.h"
 #include "kvsim/core/request.h"
 #include "kvsim/core/step_batch.h"
+#include "kvsim/core/vllm_version.h"
 #include "kvsim/sim/sched/request_queue.h"
 
 namespace kvsim {
@@ -101,6 +103,19 @@ struct SchedulerConfig {
   // Scheduler::lazy_decodes_active). Off by default: outputs then list every scheduled request;
   // the replay engine turns it on for null-backend replays (ReplayConfig::steady_decode).
   bool lazy_steady_decodes = false;
+  // The cloned release's behaviour (core/vllm_version.h): the struct default is 0.26's;
+  // make_replay_config() sets the release the user chose.
+  VllmBehavior behavior = {};
+  // vLLM 0.33 --max-num-active-seqs: the WAITING loop admits while len(running) < this
+  // (0 = max_num_seqs); <= max_num_seqs. Needs behavior.has_max_num_active_seqs.
+  int32_t max_num_active_seqs = 0;
+  // vLLM 0.33 --long-prefill-token-threshold-adaptive: a threshold > 0 is raised to at least
+  // max_num_batched_tokens / (running + waiting) each step. Needs the release to have it.
+  bool long_prefill_token_threshold_adaptive = false;
+  // Sliding-window prefix-cache retention (KVCacheManagerConfig::prefix_cache_retention_interval;
+  // -1 dense, 0 sparse, N > 0). Unset: the release's default
+  // (behavior.default_prefix_cache_retention_interval).
+  std::optional<int32_t> prefix_cache_retention_interval;
 };
 
 // Batches that may be scheduled and not yet processed: vLLM's max_concurrent_batches
@@ -314,6 +329,9 @@ class Scheduler {
   // Blocks a sequence of `tokens` tokens (lookahead included by the caller) holds at once:
   // cdiv(min(tokens, max_model_len), block_size).
   int64_t blocks_needed(int64_t tokens) const;
+  // The long-prefill threshold this step's loops use (VllmBehavior::
+  // lone_request_ignores_threshold, long_prefill_token_threshold_adaptive).
+  int64_t long_prefill_threshold_for_step() const;
   bool schedule_running(int64_t& token_budget);
   void schedule_waiting(int64_t& token_budget);
   void preempt(Request* victim);
@@ -338,6 +356,7 @@ class Scheduler {
   ComputedBlocks computed_blocks_scratch_;  // schedule_waiting's prefix lookup (capacity reused)
   int64_t step_ = 0;                        // next step index
   int64_t first_pending_step_ = 0;          // oldest output not yet updated
+  int64_t step_threshold_ = 0;              // long_prefill_threshold_for_step() of this step
   // Lazy steady decodes (see above). lz_next_sched_ and lz_ are parallel to running_.
   struct LazyRunning {
     int64_t key = 0;  // running order: increasing with every push into running_
