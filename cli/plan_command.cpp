@@ -136,7 +136,8 @@ void print_human(const Plan& p, bool default_gpu) {
   }
   fmt::print("\n");
   if (p.hybrid_model) print_hybrid(p);
-  fmt::print("  vLLM block arithmetic (block_size {})\n", p.block_size);
+  fmt::print("  vLLM {} block arithmetic (block_size {})\n", release_string(p.vllm_version),
+             p.block_size);
   fmt::print("    page per layer             {} B\n", format_thousands(p.page_size_bytes));
   if (p.hybrid_kv_cache_manager) {
     fmt::print("    bytes per block            {} B (page x group_size {})\n",
@@ -162,8 +163,7 @@ void print_human(const Plan& p, bool default_gpu) {
                *p.concurrency, format_thousands(*p.vllm_max_context_tokens));
   }
   fmt::print("\n");
-  fmt::print("{}\n", vllm_kv_cache_size_line(p));
-  fmt::print("{}\n", vllm_max_concurrency_line(p));
+  for (const std::string& line : vllm_kv_cache_report_lines(p)) fmt::print("{}\n", line);
   if (!p.notes.empty() || !p.warnings.empty()) fmt::print("\n");
   for (const std::string& n : p.notes) fmt::print("note: {}\n", n);
   for (const std::string& w : p.warnings) fmt::print("warning: {}\n", w);
@@ -180,14 +180,15 @@ void register_plan_command(CLI::App& app) {
                   "Target concurrent sequences: also report the longest context each can hold")
       ->group("Pool");
   cmd->add_option("--max-num-batched-tokens", opts->job.max_num_batched_tokens,
-                  "Tokens per step (vLLM's; default: 8192 on >= 70 GiB non-A100 cards, else 2048)")
+                  "Tokens per step (vLLM's; default: 8192 on >= 70 GiB non-A100 cards, else "
+                  "2048; 0.33: 16384 on >= 160 GiB cards)")
       ->group("Scheduler");
   cmd->add_option("--max-num-seqs", opts->job.max_num_seqs,
                   "Requests per step (only bounds the default --max-num-batched-tokens)")
       ->group("Scheduler");
   cmd->add_flag_callback(
          "--async-scheduling", [opts] { opts->job.async_scheduling = true; },
-         "Two batches in flight (vLLM 0.26's default): windowed groups reserve for both")
+         "Two batches in flight (vLLM's default): windowed groups reserve for both")
       ->group("Scheduler");
   cmd->add_flag_callback(
          "--no-async-scheduling",

@@ -1,4 +1,5 @@
-// The capacity planner: the lesson's GiB-float arithmetic and vLLM 0.26's integer block math.
+// The capacity planner: the lesson's GiB-float arithmetic and vLLM's integer block math (0.26 and
+// 0.33: VllmBehavior says where they differ).
 #include "kvsim/core/planner.h"
 
 #include <algorithm>
@@ -15,6 +16,16 @@
 
 namespace kvsim {
 namespace {
+
+// vLLM 0.33 get_batch_defaults: the card memory (GiB) from which the large tier applies.
+constexpr double kLargeCardGib = 160;
+
+// vLLM's ValueError when no block is left for the cache (text identical in 0.26 and 0.33).
+constexpr const char* kVllmNoAvailableMemory =
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine (this flag also controls CPU memory reservation on the CPU backend, "
+    "despite its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for "
+    "more details.";
 
 // fp8_ds_mla (DeepSeek sparse MLA): 512 fp8 latent + 4 float32 scales + 64 bf16 rope dims.
 constexpr int64_t kFp8DsMlaBytesPerToken = 656;
@@ -296,15 +307,19 @@ int64_t page_size_bytes(const ModelSpec& m, int64_t heads, std::string_view kv_d
 }
 
 int64_t vllm_default_max_num_batched_tokens(const GpuSpec& gpu, int64_t max_model_len,
-                                            std::optional<int64_t> max_num_seqs) {
+                                            std::optional<int64_t> max_num_seqs,
+                                            VllmVersion vllm_version) {
   std::string name = gpu.name;
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const bool big = gpu.vram_gib >= 70 && name.find("a100") == std::string::npos;
+  // get_batch_defaults: 0.33's first tier (>= 160 GiB, any name), then >= 70 GiB non-A100.
+  const int64_t large_tokens = vllm_behavior(vllm_version).large_card_batched_tokens;
+  const bool large = large_tokens > 0 && gpu.vram_gib >= kLargeCardGib;
+  const bool big = large || (gpu.vram_gib >= 70 && name.find("a100") == std::string::npos);
   const int64_t seqs = max_num_seqs.value_or(big ? 1024 : 256);
   int64_t cap = 0;
   if (__builtin_mul_overflow(seqs, max_model_len, &cap)) cap = std::numeric_limits<int64_t>::max();
-  return std::min<int64_t>(cap, big ? 8192 : 2048);
+  return std::min<int64_t>(cap, large ? large_tokens : big ? 8192 : 2048);
 }
 
 int64_t group_blocks_per_request(const KVCacheSpec& spec, int64_t in_flight,
@@ -346,13 +361,28 @@ std::string format_thousands(int64_t value) {
   return value < 0 ? "-" + out : out;
 }
 
-std::string vllm_kv_cache_size_line(const Plan& p) {
-  return fmt::format("GPU KV cache size: {} tokens", format_thousands(p.gpu_kv_cache_tokens));
+std::vector<std::string> vllm_kv_cache_report_lines(const Plan& p) {
+  // 0.26 kv_cache_utils.py:2169-2183 (two info_once lines); 0.33 kv_cache_utils.py:1136-1154
+  // update_kv_cache_capacity (one line; "GPU" is the CUDA/ROCm pool name). %.2f and {:.2f} both
+  // round the exact binary value half to even.
+  const std::string size =
+      fmt::format("GPU KV cache size: {} tokens", format_thousands(p.gpu_kv_cache_tokens));
+  const std::string concurrency =
+      fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x",
+                  format_thousands(p.max_model_len), p.vllm_max_concurrency);
+  if (vllm_behavior(p.vllm_version).one_line_kv_cache_report) {
+    return {size + ", " + concurrency};
+  }
+  return {size, concurrency};
 }
 
-std::string vllm_max_concurrency_line(const Plan& p) {
-  return fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x",
-                     format_thousands(p.max_model_len), p.vllm_max_concurrency);
+std::string vllm_format_gib(int64_t bytes) {
+  // round(x, 2) is the double nearest the correctly rounded 2-decimal string, which "{:.2f}"
+  // gives (ties of exact binary values go to even, as Python's dtoa does); repr of that double
+  // is the same digits without trailing zeros, one kept after the point (values far below 2^53).
+  std::string s = fmt::format("{:.2f}", static_cast<double>(bytes) / kGiB);
+  while (s.size() > 1 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+  return s;
 }
 
 Plan compute_plan(const PlanInputs& in) {
@@ -397,6 +427,7 @@ Plan compute_plan(const PlanInputs& in) {
   }
 
   Plan p;
+  p.vllm_version = in.vllm_version;
   p.model_name = m.name;
   p.gpu_name = in.gpu.name;
   p.vram_gib = in.gpu.vram_gib;
@@ -448,8 +479,8 @@ Plan compute_plan(const PlanInputs& in) {
   require(!in.max_num_seqs || (*in.max_num_seqs > 0 && *in.max_num_seqs <= kMaxBatchTokens),
           fmt::format("{} must be in [1, {}] (got {})", param("max_num_seqs"), kMaxBatchTokens,
                       in.max_num_seqs.value_or(0)));
-  p.max_num_batched_tokens = in.max_num_batched_tokens.value_or(
-      vllm_default_max_num_batched_tokens(in.gpu, p.max_model_len, in.max_num_seqs));
+  p.max_num_batched_tokens = in.max_num_batched_tokens.value_or(vllm_default_max_num_batched_tokens(
+      in.gpu, p.max_model_len, in.max_num_seqs, in.vllm_version));
   p.async_scheduling = in.async_scheduling;
   p.max_in_flight_tokens =
       checked_mul(in.async_scheduling ? 2 : 1, p.max_num_batched_tokens, "max_in_flight_tokens");
@@ -560,11 +591,12 @@ Plan compute_plan(const PlanInputs& in) {
       in.kv_cache_memory_bytes.value_or(requested - p.weights_bytes - overhead_bytes);
 
   if (!in.num_gpu_blocks_override && (p.kv_budget_gib <= 0 || p.kv_budget_bytes <= 0)) {
-    throw DoesNotFitError(fmt::format(
-        "model '{}' does not fit on '{}': KV budget = {} x {} GiB - {:.2f} GiB weights - {:.2f} "
-        "GiB overhead = {:.2f} GiB (<= 0)",
-        m.name, in.gpu.name, in.gpu_memory_utilization, in.gpu.vram_gib, p.weights_gib,
-        in.overhead_gib, p.kv_budget_gib));
+    throw DoesNotFitError(
+        fmt::format("model '{}' does not fit on '{}': KV budget = {} x {} GiB - {:.2f} GiB "
+                    "weights - {:.2f} GiB overhead = {:.2f} GiB (<= 0)",
+                    m.name, in.gpu.name, in.gpu_memory_utilization, in.gpu.vram_gib, p.weights_gib,
+                    in.overhead_gib, p.kv_budget_gib),
+        kVllmNoAvailableMemory);
   }
   if (p.kv_budget_gib <= 0) {
     p.warnings.push_back(fmt::format(
@@ -651,21 +683,49 @@ Plan compute_plan(const PlanInputs& in) {
     available = checked_mul(*in.num_gpu_blocks_override, p.bytes_per_block,
                             param("num_gpu_blocks_override") + " x bytes per block");
   }
+  // _check_enough_kv_cache_memory. vLLM 0.33 checks against the memory less one block, the null
+  // block BlockPool holds back (kv_cache_planning.py:1533-1555): a pool of one block is "no
+  // memory", and a request needing every block does not fit. 0.26 checks the whole memory.
+  const bool hold_null = vllm_behavior(in.vllm_version).fit_check_holds_null_block;
+  const int64_t check = hold_null ? available - p.bytes_per_block : available;
+  const int64_t check_blocks = hold_null ? p.num_gpu_blocks - 1 : p.num_gpu_blocks;
+  if (check <= 0) {
+    throw DoesNotFitError(
+        fmt::format("model '{}' does not fit on '{}': the available KV cache memory ({} B, {} "
+                    "block(s) of {} B) leaves no block beside the null block",
+                    m.name, in.gpu.name, format_thousands(available),
+                    format_thousands(p.num_gpu_blocks), format_thousands(p.bytes_per_block)),
+        kVllmNoAvailableMemory);
+  }
   // _max_memory_usage_bytes_from_groups: group_size x page x the blocks of every group.
   const int64_t needed =
       checked_mul(p.bytes_per_block, p.blocks_per_request, "KV bytes of one max_model_len request");
-  if (needed > available) {
-    // vLLM's estimate_max_model_len: the longest max_model_len whose request fits the blocks,
-    // every group counted (a window group's blocks stop growing at its cap).
-    const int64_t longest = hybrid_max_context(groups, p.max_in_flight_tokens, in.block_size,
-                                               p.num_gpu_blocks, /*streams=*/1);
-    throw DoesNotFitError(fmt::format(
-        "model '{}' does not fit on '{}': one request of max_model_len {} needs {} of KV cache "
-        "({} blocks of {} tokens), the available KV cache memory is {} ({} blocks); the longest "
-        "max_model_len that fits is {}",
-        m.name, in.gpu.name, p.max_model_len, gib(static_cast<double>(needed)),
-        p.blocks_per_request, in.block_size, gib(static_cast<double>(available)), p.num_gpu_blocks,
-        longest));
+  if (needed > check) {
+    // vLLM's estimate_max_model_len: the longest max_model_len in [1, max_model_len] whose
+    // request fits the checked blocks, every group counted (a window group's blocks stop
+    // growing at its cap); 0 when not even one token fits.
+    int64_t longest = hybrid_max_context(groups, p.max_in_flight_tokens, in.block_size,
+                                         check_blocks, /*streams=*/1);
+    if (longest < 0 || longest > p.max_model_len) longest = p.max_model_len;
+    const std::string vllm_error = fmt::format(
+        "To serve at least one request with the model's max seq len ({}), ({} GiB KV cache is "
+        "needed, which is larger than the available KV cache memory ({} GiB). {}Try increasing "
+        "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
+        "decreasing `max_model_len` when initializing the engine. See "
+        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
+        p.max_model_len, vllm_format_gib(needed), vllm_format_gib(check),
+        longest > 0 ? fmt::format("Based on the available memory, the estimated maximum model "
+                                  "length is {}. ",
+                                  longest)
+                    : "");
+    throw DoesNotFitError(
+        fmt::format("model '{}' does not fit on '{}': one request of max_model_len {} needs {} of "
+                    "KV cache ({} blocks of {} tokens), the available KV cache memory is {} ({} "
+                    "blocks{}); the longest max_model_len that fits is {}",
+                    m.name, in.gpu.name, p.max_model_len, gib(static_cast<double>(needed)),
+                    p.blocks_per_request, in.block_size, gib(static_cast<double>(check)),
+                    check_blocks, hold_null ? " beside the null block" : "", longest),
+        vllm_error);
   }
   // get_max_concurrency_for_kv_cache_config: N / num_block_per_request (for one full group this
   // is N / cdiv(L, bs)); the KV cache size line is int(max_concurrency * L).

@@ -8,6 +8,7 @@ namespace kvsim::run {
 
 nlohmann::ordered_json plan_to_json(const Plan& p) {
   nlohmann::ordered_json j;
+  j["vllm_version"] = std::string(to_string(p.vllm_version));
   j["model"] = p.model_name;
   j["gpu"] = p.gpu_name;
   j["vram_gib"] = p.vram_gib;
@@ -73,7 +74,7 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
   j["hybrid_kv_per_seq_bytes"] = p.hybrid_kv_per_seq_bytes;
   j["hybrid_max_concurrency"] = p.hybrid_max_concurrency;
   if (p.hybrid_max_context_tokens) j["hybrid_max_context_tokens"] = *p.hybrid_max_context_tokens;
-  j["vllm_log_lines"] = {vllm_kv_cache_size_line(p), vllm_max_concurrency_line(p)};
+  j["vllm_log_lines"] = vllm_kv_cache_report_lines(p);
   j["notes"] = p.notes;
   j["warnings"] = p.warnings;
   return j;

@@ -183,7 +183,7 @@ ReplayJob prepare_replay(const ReplayOptions& options, const Trace& trace,
   ctx.pool_overridden = plan.num_gpu_blocks_overridden;
   ctx.formula_max_concurrency = formula_max_concurrency(plan);
   ctx.vllm_max_concurrency = plan.vllm_max_concurrency;
-  ctx.vllm_log_lines = {vllm_kv_cache_size_line(plan), vllm_max_concurrency_line(plan)};
+  ctx.vllm_log_lines = vllm_kv_cache_report_lines(plan);
   ctx.scheduler = sc;
   ctx.preemption_mode = o.preemption_mode;
   ctx.num_layers = plan.num_layers;

@@ -166,9 +166,15 @@ TEST_F(CliBadInput, StdoutWriteErrorsFail) {
 // ---- 5: unusable pools ----
 
 TEST_F(CliBadInput, UnusablePoolsAreRefused) {
-  expect_error(replay("--block-size 100000"),
+  // vLLM 0.26 starts with a pool of one block (the null block): the replay refuses it.
+  expect_error(replay("--block-size 100000 --vllm-version 0.26"),
                "the KV pool has 1 block(s) of 100000 tokens, 0 usable (block 0 is the null "
                "block)");
+  // vLLM 0.33 holds the null block back in its start-up check: the plan itself does not fit.
+  expect_error(replay("--block-size 100000"),
+               "model 'qwen2.5-7b' does not fit on 'rtx4090': one request of max_model_len 980 "
+               "needs 5.34 GiB of KV cache (1 blocks of 100000 tokens), the available KV cache "
+               "memory is 0.96 GiB (0 blocks beside the null block)");
   // Every request rejected: the report is printed, then a summary error line and exit 2.
   const CliRun r = run_kvsim(replay("--max-model-len 2"));
   EXPECT_EQ(r.status, 2) << r.out;
@@ -179,7 +185,7 @@ TEST_F(CliBadInput, UnusablePoolsAreRefused) {
 
 TEST_F(CliBadInput, SweepRefusesUnusablePoolsAndAllDeadConfigs) {
   expect_error(
-      sweep("--block-sizes 16,100000"),
+      sweep("--block-sizes 16,100000 --vllm-version 0.26"),
       "sweep config 1 (block_size=100000): the KV pool has 1 block(s) of 100000 tokens, 0 usable");
   // Every config rejects everything: exit 2.
   const CliRun all = run_kvsim(cat({"sweep ", path("trace.csv"),

@@ -47,8 +47,12 @@ TEST(CliPlan, LessonTableHumanOutput) {
   EXPECT_NE(r.out.find("13 concurrent sequences of 8,192 tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("57,344 B/token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("5.82 GiB"), std::string::npos) << r.out;
+  // vLLM 0.33 (the default): one start-up line.
   EXPECT_NE(r.out.find("\nGPU KV cache size: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\nMaximum concurrency for 8,192 tokens per request: "), std::string::npos);
+  EXPECT_NE(r.out.find(" tokens, Maximum concurrency for 8,192 tokens per request: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("vLLM 0.33.0 block arithmetic"), std::string::npos) << r.out;
   r = run_kvsim(kLesson + " --weights-gib 5.5", kStdoutOnly);
   EXPECT_NE(r.out.find("33 concurrent sequences"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("14.50 GiB"), std::string::npos) << r.out;
@@ -85,26 +89,56 @@ TEST(CliPlan, JsonHasTheDocumentedKeys) {
 }
 
 TEST(CliPlan, Spec63VllmLinesExactly) {
-  const CliRun r = run_kvsim(kSpec63 + " --max-model-len 131072", kStdoutOnly);
+  // vLLM 0.26: two lines.
+  CliRun r = run_kvsim(kSpec63 + " --max-model-len 131072 --vllm-version 0.26", kStdoutOnly);
   ASSERT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("\nGPU KV cache size: 491,520 tokens\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\nMaximum concurrency for 131,072 tokens per request: 3.75x\n"),
+  EXPECT_NE(r.out.find("\nGPU KV cache size: 491,520 tokens\n"
+                       "Maximum concurrency for 131,072 tokens per request: 3.75x\n"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("vLLM 0.26.0 block arithmetic"), std::string::npos) << r.out;
+  // vLLM 0.33 (the default): the same numbers on one line.
+  r = run_kvsim(kSpec63 + " --max-model-len 131072", kStdoutOnly);
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("\nGPU KV cache size: 491,520 tokens, Maximum concurrency for 131,072 "
+                       "tokens per request: 3.75x\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("\nMaximum concurrency"), std::string::npos) << r.out;
   const auto j = plan_json(kSpec63 + " --max-model-len 131072");
+  EXPECT_EQ(j["vllm_version"], "0.33");
   EXPECT_EQ(j["num_gpu_blocks"], 30720);
   EXPECT_EQ(j["gpu_kv_cache_tokens"], 491520);
   EXPECT_DOUBLE_EQ(j["vllm_max_concurrency"].get<double>(), 3.75);
+  EXPECT_EQ(j["vllm_log_lines"], nlohmann::json::array({"GPU KV cache size: 491,520 tokens, "
+                                                        "Maximum concurrency for 131,072 tokens "
+                                                        "per request: 3.75x"}));
+  const auto j26 = plan_json(kSpec63 + " --max-model-len 131072 --vllm-version 0.26.0");
+  EXPECT_EQ(j26["vllm_version"], "0.26");
+  EXPECT_EQ(j26["vllm_log_lines"].size(), 2u);
 }
 
+// vLLM 0.26 starts when one request needs every block (and never admits it): a warning and a
+// flag. 0.33 holds the null block back in its start-up check: the same plan is an error.
 TEST(CliPlan, OffByOneIsAWarningAndAFlag) {
-  const std::string args = kSpec63 + " --max-model-len 8192 --num-gpu-blocks-override 512";
+  const std::string args =
+      kSpec63 + " --max-model-len 8192 --num-gpu-blocks-override 512 --vllm-version 0.26";
   const CliRun r = run_kvsim(args, kStdoutOnly);
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("\nwarning: a request of max_model_len 8192 needs 512 blocks"),
             std::string::npos)
       << r.out;
   EXPECT_TRUE(plan_json(args)["full_length_request_unservable"].get<bool>());
+  EXPECT_FALSE(plan_json(kSpec63 + " --max-model-len 8176 --num-gpu-blocks-override 512 "
+                                   "--vllm-version 0.26")["full_length_request_unservable"]
+                   .get<bool>());
+  const CliRun r33 = run_kvsim(kSpec63 + " --max-model-len 8192 --num-gpu-blocks-override 512");
+  EXPECT_EQ(r33.status, 2) << r33.out;
+  EXPECT_NE(r33.out.find("needs 1.00 GiB of KV cache (512 blocks of 16 tokens), the available KV "
+                         "cache memory is 1.00 GiB (511 blocks beside the null block); the "
+                         "longest max_model_len that fits is 8176"),
+            std::string::npos)
+      << r33.out;
   EXPECT_FALSE(
       plan_json(
           kSpec63 +
@@ -186,12 +220,13 @@ TEST(CliPlanErrors, DoesNotFit) {
 }
 
 // The acceptance check: `kvsim plan --config <gpt-oss-20b config.json>` with an explicit
-// KV budget prints exactly vLLM 0.26.0's two start-up lines (recorded in
-// tests/data/vllm_plan_goldens/gpt-oss-20b_10g_32k*.json), and the knobs move them as vLLM does.
+// KV budget prints exactly vLLM's start-up lines (recorded in
+// tests/data/vllm_plan_goldens/<release>/gpt-oss-20b_10g_32k*.json), and the knobs move them as
+// vLLM does. 0.26 here; 0.33 logs the same numbers on one line.
 TEST(CliPlan, HybridGptOssPrintsVllmsLines) {
   const std::string base = "plan --config " + data("hf_gpt-oss-20b.json") +
                            " --gpu h100-80g --kv-cache-memory-bytes 10737418240"
-                           " --max-model-len 32768";
+                           " --max-model-len 32768 --vllm-version 0.26";
   CliRun r = run_kvsim(base, kStdoutOnly);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("\nGPU KV cache size: 290,413 tokens\n"
@@ -215,6 +250,33 @@ TEST(CliPlan, HybridGptOssPrintsVllmsLines) {
   EXPECT_EQ(j["kv_cache_groups"][0]["blocks_per_request"], 1033);
   EXPECT_EQ(j["num_gpu_blocks"], 27306);
   EXPECT_EQ(j["vllm_log_lines"][1], "Maximum concurrency for 32,768 tokens per request: 8.86x");
+  const nlohmann::json j33 = plan_json(base.substr(0, base.rfind(" --vllm-version")));
+  EXPECT_EQ(j33["vllm_log_lines"],
+            nlohmann::json::array({"GPU KV cache size: 290,413 tokens, Maximum concurrency for "
+                                   "32,768 tokens per request: 8.86x"}));
+}
+
+// vLLM 0.33's batch default on cards of >= 160 GiB (B200: 180 GiB) is 16384 tokens: twice the
+// tokens in flight, so gpt-oss's window layers reserve more and fewer requests fit
+// (tests/data/vllm_plan_goldens/0.33/gpt-oss-20b_b200_10g_32k_default.json). 0.26 gives 8192.
+TEST(CliPlan, LargeCardBatchDefaultFollowsTheRelease) {
+  const std::string base =
+      "plan --model gpt-oss-20b --gpu b200 --kv-cache-memory-bytes 10737418240 "
+      "--max-model-len 32768";
+  const nlohmann::json j33 = plan_json(base);
+  EXPECT_EQ(j33["max_num_batched_tokens"], 16384);
+  EXPECT_EQ(j33["max_in_flight_tokens"], 32768);
+  EXPECT_EQ(j33["vllm_log_lines"],
+            nlohmann::json::array({"GPU KV cache size: 218,394 tokens, Maximum concurrency for "
+                                   "32,768 tokens per request: 6.66x"}));
+  const nlohmann::json j26 = plan_json(base + " --vllm-version 0.26");
+  EXPECT_EQ(j26["max_num_batched_tokens"], 8192);
+  EXPECT_EQ(j26["num_gpu_blocks"], j33["num_gpu_blocks"]);
+  EXPECT_EQ(j26["vllm_log_lines"][1], "Maximum concurrency for 32,768 tokens per request: 8.86x");
+}
+
+TEST(CliPlanErrors, UnknownVllmVersion) {
+  expect_error("plan --model qwen2.5-7b --vllm-version 0.30", "--vllm-version");
 }
 
 // Llama 4 Scout: vLLM turns the hybrid manager off for chunked local attention by default.

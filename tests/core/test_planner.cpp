@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/param.h"
@@ -25,8 +26,9 @@ PlanInputs lesson_inputs() {
 }
 
 // Spec 6.3: 32 layers x 8 KV heads x 128, bf16, bs 16, available exactly 60 GiB.
-PlanInputs spec_inputs(int64_t max_model_len) {
+PlanInputs spec_inputs(int64_t max_model_len, VllmVersion v = VllmVersion::kV0_26) {
   PlanInputs in;
+  in.vllm_version = v;
   in.model.name = "spec-6.3";
   in.model.num_layers = 32;
   in.model.num_kv_heads = 8;
@@ -96,10 +98,23 @@ TEST(PlannerSpec63, WorkedExample) {
   EXPECT_EQ(p.blocks_per_request, 8192);
   EXPECT_DOUBLE_EQ(p.vllm_max_concurrency, 3.75);
   EXPECT_EQ(p.gpu_kv_cache_tokens, 491520);
-  EXPECT_EQ(vllm_kv_cache_size_line(p), "GPU KV cache size: 491,520 tokens");
-  EXPECT_EQ(vllm_max_concurrency_line(p),
-            "Maximum concurrency for 131,072 tokens per request: 3.75x");
+  EXPECT_EQ(
+      vllm_kv_cache_report_lines(p),
+      (std::vector<std::string>{"GPU KV cache size: 491,520 tokens",
+                                "Maximum concurrency for 131,072 tokens per request: 3.75x"}));
   EXPECT_FALSE(p.full_length_request_unservable);
+}
+
+// vLLM 0.33 logs the same numbers on one line (update_kv_cache_capacity).
+TEST(PlannerSpec63, WorkedExampleVllm033OneLine) {
+  const Plan p = compute_plan(spec_inputs(131072, VllmVersion::kV0_33));
+  EXPECT_EQ(p.vllm_version, VllmVersion::kV0_33);
+  EXPECT_EQ(p.num_gpu_blocks, 30720);
+  EXPECT_EQ(vllm_kv_cache_report_lines(p),
+            (std::vector<std::string>{"GPU KV cache size: 491,520 tokens, Maximum concurrency for "
+                                      "131,072 tokens per request: 3.75x"}));
+  // The default release is 0.33.
+  EXPECT_EQ(PlanInputs{}.vllm_version, VllmVersion::kV0_33);
 }
 
 TEST(PlannerSpec63, LengthNotAMultipleOfBlockSize) {
@@ -110,9 +125,10 @@ TEST(PlannerSpec63, LengthNotAMultipleOfBlockSize) {
   EXPECT_DOUBLE_EQ(p.vllm_max_concurrency, 30720.0 / 8188.0);
   EXPECT_EQ(p.gpu_kv_cache_tokens, 491489);
   EXPECT_NE(p.gpu_kv_cache_tokens, 30720 * 16);
-  EXPECT_EQ(vllm_kv_cache_size_line(p), "GPU KV cache size: 491,489 tokens");
-  EXPECT_EQ(vllm_max_concurrency_line(p),
-            "Maximum concurrency for 131,000 tokens per request: 3.75x");
+  EXPECT_EQ(
+      vllm_kv_cache_report_lines(p),
+      (std::vector<std::string>{"GPU KV cache size: 491,489 tokens",
+                                "Maximum concurrency for 131,000 tokens per request: 3.75x"}));
 }
 
 TEST(PlannerSpec63, OffByOneStartsButNeverAdmits) {
@@ -126,7 +142,7 @@ TEST(PlannerSpec63, OffByOneStartsButNeverAdmits) {
   EXPECT_TRUE(p.full_length_request_unservable);
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_NE(p.warnings[0].find("never admitted"), std::string::npos);
-  EXPECT_EQ(vllm_max_concurrency_line(p),
+  EXPECT_EQ(vllm_kv_cache_report_lines(p).at(1),
             "Maximum concurrency for 8,192 tokens per request: 1.00x");
   // One token longer needs 513 blocks: vLLM refuses to start.
   in.max_model_len = 8193;
@@ -149,6 +165,110 @@ TEST(PlannerSpec63, OverrideReplacesThePool) {
   EXPECT_TRUE(compute_plan(in).full_length_request_unservable);
 }
 
+// vLLM 0.33 checks the fit against the memory less the null block: the request needing every
+// block (which 0.26 starts with and never admits) is a start-up error, with vLLM's message.
+TEST(PlannerSpec63, Vllm033RefusesTheRequestNeedingEveryBlock) {
+  PlanInputs in = spec_inputs(8192, VllmVersion::kV0_33);
+  in.gpu.vram_gib = 1;  // 512 blocks of 2 MiB; 8192 tokens need 512
+  try {
+    compute_plan(in);
+    FAIL() << "0.33 started with a request needing every block";
+  } catch (const DoesNotFitError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "model 'spec-6.3' does not fit on 'spec': one request of max_model_len 8192 needs "
+              "1.00 GiB of KV cache (512 blocks of 16 tokens), the available KV cache memory is "
+              "1.00 GiB (511 blocks beside the null block); the longest max_model_len that fits "
+              "is 8176");
+    EXPECT_EQ(e.vllm_error(),
+              "To serve at least one request with the model's max seq len (8192), (1.0 GiB KV "
+              "cache is needed, which is larger than the available KV cache memory (1.0 GiB). "
+              "Based on the available memory, the estimated maximum model length is 8176. Try "
+              "increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+              "backend) or decreasing `max_model_len` when initializing the engine. See "
+              "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+              "details.");
+  }
+  in.max_model_len = 8176;  // 511 blocks: fits, and no warning
+  const Plan p = compute_plan(in);
+  EXPECT_FALSE(p.full_length_request_unservable);
+  EXPECT_TRUE(p.warnings.empty());
+  EXPECT_EQ(p.num_gpu_blocks, 512);
+  // 0.26 with the same 8192: starts, with the warning, and vLLM's 0.26 message on 8193.
+  in.max_model_len = 8192;
+  in.vllm_version = VllmVersion::kV0_26;
+  EXPECT_TRUE(compute_plan(in).full_length_request_unservable);
+  in.max_model_len = 8193;
+  try {
+    compute_plan(in);
+    FAIL();
+  } catch (const DoesNotFitError& e) {
+    EXPECT_NE(std::string(e.what()).find("the available KV cache memory is 1.00 GiB (512 blocks); "
+                                         "the longest max_model_len that fits is 8192"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(e.vllm_error().find("(1.0 GiB KV cache is needed, which is larger than the "
+                                  "available KV cache memory (1.0 GiB). Based on the available "
+                                  "memory, the estimated maximum model length is 8192. Try"),
+              std::string::npos)
+        << e.vllm_error();
+  }
+}
+
+// num_gpu_blocks_override under 0.33: O blocks hold O - 1 for requests; O == 1 is "no memory".
+TEST(PlannerSpec63, Vllm033OverrideHoldsTheNullBlock) {
+  PlanInputs in = spec_inputs(8192, VllmVersion::kV0_33);
+  in.num_gpu_blocks_override = 513;
+  EXPECT_EQ(compute_plan(in).num_gpu_blocks, 513);
+  in.num_gpu_blocks_override = 512;
+  EXPECT_THROW(compute_plan(in), DoesNotFitError);
+  in.num_gpu_blocks_override = 1;
+  in.max_model_len = 16;
+  try {
+    compute_plan(in);
+    FAIL() << "a pool of the null block alone started";
+  } catch (const DoesNotFitError& e) {
+    EXPECT_EQ(e.vllm_error().rfind("No available memory for the cache blocks. Try increasing "
+                                   "`gpu_memory_utilization` when initializing the engine",
+                                   0),
+              0u)
+        << e.vllm_error();
+  }
+  in.vllm_version = VllmVersion::kV0_26;  // 0.26: one block holds one block
+  EXPECT_EQ(compute_plan(in).num_gpu_blocks, 1);
+  // A pool of one block from the budget (2 MiB + change) is "no memory" under 0.33 too.
+  in = spec_inputs(16, VllmVersion::kV0_33);
+  in.kv_cache_memory_bytes = 2 * 1024 * 1024 + 100;
+  EXPECT_THROW(compute_plan(in), DoesNotFitError);
+  in.kv_cache_memory_bytes = 2 * 2 * 1024 * 1024;
+  EXPECT_EQ(compute_plan(in).num_gpu_blocks, 2);
+}
+
+// A budget <= 0 is "No available memory" in both releases.
+TEST(PlannerSpec63, NoBudgetIsVllmsNoAvailableMemory) {
+  for (VllmVersion v : {VllmVersion::kV0_26, VllmVersion::kV0_33}) {
+    PlanInputs in = spec_inputs(8192, v);
+    in.weights_gib = 61.0;
+    try {
+      compute_plan(in);
+      FAIL();
+    } catch (const DoesNotFitError& e) {
+      EXPECT_NE(std::string(e.what()).find("KV budget"), std::string::npos);
+      EXPECT_EQ(e.vllm_error().rfind("No available memory for the cache blocks.", 0), 0u);
+    }
+  }
+}
+
+// vLLM's format_gib: Python's repr of round(bytes / 2**30, 2).
+TEST(PlannerArithmetic, FormatGibIsPythonsRound) {
+  EXPECT_EQ(vllm_format_gib(int64_t{16} << 30), "16.0");
+  EXPECT_EQ(vllm_format_gib(int64_t{1} << 29), "0.5");
+  EXPECT_EQ(vllm_format_gib(0), "0.0");
+  EXPECT_EQ(vllm_format_gib(static_cast<int64_t>(131.42 * kGiB)), "131.42");
+  EXPECT_EQ(vllm_format_gib(static_cast<int64_t>(1.1 * kGiB)), "1.1");
+  EXPECT_EQ(vllm_format_gib((int64_t{16} << 30) - (int64_t{1} << 20)), "16.0");  // 15.999
+  EXPECT_EQ(vllm_format_gib(static_cast<int64_t>(0.125 * kGiB)), "0.12");        // half to even
+}
+
 TEST(PlannerArithmetic, VllmHelpers) {
   EXPECT_EQ(vllm_num_gpu_blocks(64424509440LL, 65536, 32), 30720);
   EXPECT_EQ(vllm_num_gpu_blocks(65536LL * 32 - 1, 65536, 32), 0);
@@ -169,13 +289,18 @@ TEST(PlannerArithmetic, FormatThousands) {
 
 TEST(PlannerArithmetic, ConcurrencyLineRoundsLikePrintf) {
   Plan p;
+  p.vllm_version = VllmVersion::kV0_26;
   p.max_model_len = 8192;
   p.vllm_max_concurrency = 0.125;  // exactly representable: %.2f rounds half to even -> 0.12
-  EXPECT_EQ(vllm_max_concurrency_line(p),
+  EXPECT_EQ(vllm_kv_cache_report_lines(p).at(1),
             "Maximum concurrency for 8,192 tokens per request: 0.12x");
   p.vllm_max_concurrency = 64.0;
-  EXPECT_EQ(vllm_max_concurrency_line(p),
+  EXPECT_EQ(vllm_kv_cache_report_lines(p).at(1),
             "Maximum concurrency for 8,192 tokens per request: 64.00x");
+  p.vllm_version = VllmVersion::kV0_33;
+  EXPECT_EQ(vllm_kv_cache_report_lines(p).at(0),
+            "GPU KV cache size: 0 tokens, Maximum concurrency for 8,192 tokens per request: "
+            "64.00x");
 }
 
 TEST(PlannerArithmetic, PageSizes) {

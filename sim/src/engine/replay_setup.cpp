@@ -43,13 +43,13 @@ int64_t host_swap_slots(double gib, int64_t bytes_per_block) {
 
 }  // namespace
 
-BatchLimits vllm_default_batch_limits(const GpuSpec& gpu) {
-  std::string name = gpu.name;
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const bool big = gpu.vram_gib >= 70 && name.find("a100") == std::string::npos;
+BatchLimits vllm_default_batch_limits(const GpuSpec& gpu, VllmVersion vllm_version) {
+  // The planner's tiers (planner.h); with no max_model_len bound the token default is the tier's.
+  const int64_t tokens = vllm_default_max_num_batched_tokens(
+      gpu, std::numeric_limits<int64_t>::max(), std::nullopt, vllm_version);
+  const bool big = tokens > 2048;
   BatchLimits b;
-  b.max_num_batched_tokens = big ? 8192 : 2048;
+  b.max_num_batched_tokens = static_cast<int32_t>(tokens);
   b.max_num_seqs = std::min(big ? 1024 : 256, b.max_num_batched_tokens);
   return b;
 }
@@ -109,7 +109,7 @@ ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
     sc.kv_cache_config.kv_cache_groups = layout.kv_cache_groups;
     sc.kv_cache_config.num_blocks = sc.num_gpu_blocks;
   }
-  const BatchLimits defaults = vllm_default_batch_limits(gpu);
+  const BatchLimits defaults = vllm_default_batch_limits(gpu, plan.vllm_version);
   sc.max_num_seqs = settings.max_num_seqs.value_or(defaults.max_num_seqs);
   sc.max_num_batched_tokens =
       settings.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);

@@ -124,14 +124,24 @@ TEST(SweepReplay, ChunkedPrefillOffRaisesTheDefaultBudgetToMaxModelLen) {
 }
 
 TEST(SweepReplay, VllmDefaultBatchLimits) {
-  const BatchLimits h100 = vllm_default_batch_limits(find_gpu_preset("h100-80g"));
-  EXPECT_EQ(h100.max_num_batched_tokens, 8192);
-  EXPECT_EQ(h100.max_num_seqs, 1024);
-  const BatchLimits a100 = vllm_default_batch_limits(find_gpu_preset("a100-80g"));
-  EXPECT_EQ(a100.max_num_batched_tokens, 2048);
-  EXPECT_EQ(a100.max_num_seqs, 256);
-  const BatchLimits rtx = vllm_default_batch_limits(find_gpu_preset("rtx4090"));
-  EXPECT_EQ(rtx.max_num_batched_tokens, 2048);
+  for (VllmVersion v : {VllmVersion::kV0_26, VllmVersion::kV0_33}) {
+    SCOPED_TRACE(std::string(to_string(v)));
+    const BatchLimits h100 = vllm_default_batch_limits(find_gpu_preset("h100-80g"), v);
+    EXPECT_EQ(h100.max_num_batched_tokens, 8192);
+    EXPECT_EQ(h100.max_num_seqs, 1024);
+    const BatchLimits a100 = vllm_default_batch_limits(find_gpu_preset("a100-80g"), v);
+    EXPECT_EQ(a100.max_num_batched_tokens, 2048);
+    EXPECT_EQ(a100.max_num_seqs, 256);
+    const BatchLimits rtx = vllm_default_batch_limits(find_gpu_preset("rtx4090"), v);
+    EXPECT_EQ(rtx.max_num_batched_tokens, 2048);
+  }
+  // vLLM 0.33's tier for cards of >= 160 GiB (b200: 180 GiB): 16384 tokens, 1024 sequences.
+  const BatchLimits b200_26 =
+      vllm_default_batch_limits(find_gpu_preset("b200"), VllmVersion::kV0_26);
+  EXPECT_EQ(b200_26.max_num_batched_tokens, 8192);
+  const BatchLimits b200 = vllm_default_batch_limits(find_gpu_preset("b200"), VllmVersion::kV0_33);
+  EXPECT_EQ(b200.max_num_batched_tokens, 16384);
+  EXPECT_EQ(b200.max_num_seqs, 1024);
 }
 
 }  // namespace

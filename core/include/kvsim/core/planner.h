@@ -6,7 +6,9 @@
 //      budget_gib = util * vram_gib - weights_gib - overhead_gib
 //      N_seq      = int(budget_gib / (kappa * S / GiB))
 //      S_max      = int(budget_gib * GiB / (kappa * N))
-// 2. vLLM 0.26's block arithmetic (spec sections 6.2-6.3), in integer bytes:
+// 2. vLLM's block arithmetic (spec sections 6.2-6.3; 0.26 and 0.33 agree on the numbers, and
+//    differ in the start-up report, the fit check and a batch default: PlanInputs::vllm_version,
+//    VllmBehavior), in integer bytes:
 //      available  = ceil(vram_bytes * util) - weights_bytes - overhead_bytes
 //      page       = 2 * block_size * kv_heads * head_dim * dtype_bytes   (per layer; MLA: no 2)
 //      N          = max(available // page // layers, 0)   (or --num-gpu-blocks-override)
@@ -21,11 +23,13 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvsim/core/kv_cache_spec.h"
 #include "kvsim/core/model_presets.h"
 #include "kvsim/core/types.h"
+#include "kvsim/core/vllm_version.h"
 
 namespace kvsim {
 
@@ -51,10 +55,18 @@ class PlanError : public std::invalid_argument {
 };
 
 // The configuration is valid but the KV cache cannot hold one max_model_len request (or the
-// budget is not positive). vLLM refuses to start in the same cases.
+// budget is not positive). vLLM refuses to start in the same cases. what() is kvsim's one line
+// with the numbers; vllm_error() is the ValueError text the plan's vLLM release raises, byte for
+// byte (kv_cache_utils.py _check_enough_kv_cache_memory: "No available memory for the cache
+// blocks. ..." or "To serve at least one request with the model's max seq len ...").
 class DoesNotFitError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit DoesNotFitError(const std::string& message, std::string vllm_error = {})
+      : std::runtime_error(message), vllm_error_(std::move(vllm_error)) {}
+  const std::string& vllm_error() const { return vllm_error_; }
+
+ private:
+  std::string vllm_error_;
 };
 
 // What the planner is asked. Optional fields fall back to the model/card (documented per field).
@@ -81,10 +93,12 @@ struct PlanInputs {
   // card (vllm_default_max_num_batched_tokens, which reads max_num_seqs).
   std::optional<int64_t> max_num_batched_tokens;
   std::optional<int64_t> max_num_seqs;
-  bool async_scheduling = true;  // vLLM 0.26's default: two batches in flight
+  bool async_scheduling = true;  // vLLM's default (0.26 and 0.33): two batches in flight
   // vLLM --disable-hybrid-kv-cache-manager; nullopt = vLLM's rule (disabled for models with
   // chunked local attention, enabled otherwise). Disabled: every layer is sized as full attention.
   std::optional<bool> disable_hybrid_kv_cache_manager;
+  // The vLLM release whose start-up arithmetic, report and defaults the plan follows.
+  VllmVersion vllm_version = kDefaultVllmVersion;
 };
 
 // One KV cache group of the plan (vLLM KVCacheGroupSpec plus what sizing derived from it).
@@ -105,6 +119,7 @@ struct PlanKVCacheGroup {
 // The answer. Byte counts are per GPU.
 struct Plan {
   // Resolved inputs.
+  VllmVersion vllm_version = kDefaultVllmVersion;
   std::string model_name;
   std::string gpu_name;
   double vram_gib = 0;
@@ -175,8 +190,9 @@ struct Plan {
   // (floor((N-1)/concurrency) * block_size; hybrid: the largest S whose blocks over all groups
   // fit, which is unbounded (-1) when no group grows with S); set with concurrency.
   std::optional<int64_t> vllm_max_context_tokens;
-  // cdiv(L, bs) == N: vLLM starts, but a request of length L never passes the full-sequence
-  // admission gate (only N - 1 blocks are usable).
+  // cdiv(L, bs) == N under vLLM 0.26: it starts, but a request of length L never passes the
+  // full-sequence admission gate (only N - 1 blocks are usable). vLLM 0.33 holds the null block
+  // back in its start-up check, so there the case is a DoesNotFitError and this stays false.
   bool full_length_request_unservable = false;
 
   // The KV cache layout vLLM builds from this plan (get_kv_cache_configs): groups, tensors and
@@ -205,10 +221,13 @@ int64_t page_size_bytes(const ModelSpec& model, int64_t kv_heads_per_rank,
                         std::string_view kv_cache_dtype, int32_t block_size);
 
 // vLLM's `vllm serve` default for --max-num-batched-tokens (EngineArgs.get_batch_defaults,
-// OPENAI_API_SERVER): 8192 on cards of >= 70 GiB that are not A100s, else 2048; then
-// min(max_num_seqs x max_model_len, that) with max_num_seqs defaulting to 1024 / 256.
+// OPENAI_API_SERVER): 8192 on cards of >= 70 GiB that are not A100s, else 2048; vLLM 0.33 first
+// gives cards of >= 160 GiB 16384 (VllmBehavior::large_card_batched_tokens); then
+// min(max_num_seqs x max_model_len, that) with max_num_seqs defaulting to 1024 (the two large
+// tiers) / 256.
 int64_t vllm_default_max_num_batched_tokens(const GpuSpec& gpu, int64_t max_model_len,
-                                            std::optional<int64_t> max_num_seqs);
+                                            std::optional<int64_t> max_num_seqs,
+                                            VllmVersion vllm_version);
 
 // vLLM SlidingWindowSpec / ChunkedLocalAttentionSpec.max_admission_blocks_per_request, and
 // cdiv(L, bs) for full attention: the blocks one request may hold in a group of this spec.
@@ -229,12 +248,19 @@ int64_t pool_formula_concurrency(int64_t num_gpu_blocks, int32_t block_size, int
 
 // "491,520": Python's "{:,}".
 std::string format_thousands(int64_t value);
-// vLLM's two start-up lines, byte for byte.
-std::string vllm_kv_cache_size_line(const Plan& plan);    // "GPU KV cache size: N tokens"
-std::string vllm_max_concurrency_line(const Plan& plan);  // "Maximum concurrency for ..."
+// vLLM's start-up capacity report for plan.vllm_version, byte for byte, one string a line:
+//   0.26: "GPU KV cache size: N tokens"
+//         "Maximum concurrency for L tokens per request: X.XXx"
+//   0.33: "GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: X.XXx"
+std::vector<std::string> vllm_kv_cache_report_lines(const Plan& plan);
+// vLLM's format_gib (utils/mem_utils.py): f"{round(bytes / 2**30, 2)}", Python's float repr of
+// the rounded value ("16.0", "0.5", "131.42").
+std::string vllm_format_gib(int64_t bytes);
 
 // Computes the whole plan. Throws PlanError on invalid input, DoesNotFitError when vLLM would
-// refuse to start (budget <= 0, or one max_model_len request needs more than the pool).
+// refuse to start: budget <= 0, or one max_model_len request needs more than the pool; under
+// vLLM 0.33 the check holds the null block back (budget <= one block, or a request needing
+// every block, is refused; VllmBehavior::fit_check_holds_null_block).
 Plan compute_plan(const PlanInputs& in);
 
 }  // namespace kvsim

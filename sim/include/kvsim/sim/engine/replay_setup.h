@@ -13,14 +13,16 @@
 
 namespace kvsim {
 
-// vLLM 0.26 `vllm serve` defaults (spec 5.2): a card with >= 70 GiB that is not an A100 gets
-// max_num_batched_tokens 8192 and max_num_seqs 1024, any other card 2048 and 256; then
-// max_num_seqs = min(max_num_seqs, max_num_batched_tokens).
+// vLLM's `vllm serve` defaults (spec 5.2, EngineArgs.get_batch_defaults): a card with >= 70 GiB
+// that is not an A100 gets max_num_batched_tokens 8192 and max_num_seqs 1024, any other card 2048
+// and 256; vLLM 0.33 gives cards of >= 160 GiB 16384 and 1024 first
+// (vllm_default_max_num_batched_tokens); then max_num_seqs = min(max_num_seqs,
+// max_num_batched_tokens).
 struct BatchLimits {
   int32_t max_num_seqs = 0;
   int32_t max_num_batched_tokens = 0;
 };
-BatchLimits vllm_default_batch_limits(const GpuSpec& gpu);
+BatchLimits vllm_default_batch_limits(const GpuSpec& gpu, VllmVersion vllm_version);
 
 // What the user chose, before the pool is known. Unset batch limits take vLLM's defaults for
 // the card; with chunked prefill off an unset token budget becomes max(max_model_len, default)
