@@ -95,6 +95,8 @@ ReplayConfig make_replay_config(const Plan& plan, const GpuSpec& gpu,
   ReplayConfig rc;
   SchedulerConfig& sc = rc.scheduler;
   sc = settings.scheduler;
+  // The release the plan was made for decides the scheduler's and allocator's behaviour too.
+  sc.behavior = vllm_behavior(plan.vllm_version);
   sc.num_gpu_blocks = to_i32(plan.num_gpu_blocks, "num_gpu_blocks");
   sc.block_size = to_i32(plan.block_size, "block_size");
   sc.max_model_len = to_i32(plan.max_model_len, "max_model_len");
