@@ -6,22 +6,50 @@
 #include <optional>
 #include <stdexcept>
 
+#include "kvsim/core/param.h"
+
 namespace kvsim {
+
+void validate_prefix_cache_retention_interval(int32_t retention_interval, int32_t block_size,
+                                              const KVCacheConfig& config) {
+  if (retention_interval == -1) return;  // None: dense
+  const bool has_window_group = std::any_of(
+      config.kv_cache_groups.begin(), config.kv_cache_groups.end(), [](const KVCacheGroupSpec& g) {
+        return g.kv_cache_spec.kind == KVCacheSpecKind::kSlidingWindow;
+      });
+  if (!has_window_group) {
+    if (retention_interval == 0) return;
+    throw std::invalid_argument(
+        fmt::format("{} is {} but this model has no sliding-window KV cache group, so retention "
+                    "has no effect; set it to 0 (or None: dense)",
+                    param("prefix_cache_retention_interval"), retention_interval));
+  }
+  if (retention_interval < 0 || block_size <= 0 || retention_interval % block_size != 0) {
+    throw std::invalid_argument(
+        fmt::format("{} ({}) must be None, 0 or a positive multiple of the block size ({})",
+                    param("prefix_cache_retention_interval"), retention_interval, block_size));
+  }
+}
 
 KVCacheCoordinator::KVCacheCoordinator(const KVCacheConfig& config, BlockPool& block_pool,
                                        bool enable_caching, int64_t max_model_len,
-                                       int64_t max_in_flight_tokens)
-    : block_pool_(block_pool), enable_caching_(enable_caching) {
+                                       int64_t max_in_flight_tokens,
+                                       int32_t prefix_cache_retention_interval)
+    : block_pool_(block_pool),
+      enable_caching_(enable_caching),
+      retention_interval_(prefix_cache_retention_interval) {
   validate_kv_cache_config(config);
+  validate_prefix_cache_retention_interval(prefix_cache_retention_interval, config.block_size(),
+                                           config);
   if (config.num_blocks != block_pool.num_gpu_blocks()) {
     throw std::invalid_argument(fmt::format("KVCacheCoordinator: config has {} blocks, pool {}",
                                             config.num_blocks, block_pool.num_gpu_blocks()));
   }
   for (size_t g = 0; g < config.kv_cache_groups.size(); ++g) {
     const KVCacheSpec& spec = config.kv_cache_groups[g].kv_cache_spec;
-    managers_.push_back(make_single_type_kv_cache_manager(spec, block_pool, enable_caching,
-                                                          static_cast<int32_t>(g),
-                                                          max_in_flight_tokens, max_model_len));
+    managers_.push_back(make_single_type_kv_cache_manager(
+        spec, block_pool, enable_caching, static_cast<int32_t>(g), max_in_flight_tokens,
+        max_model_len, prefix_cache_retention_interval));
     auto it = std::find_if(attention_groups_.begin(), attention_groups_.end(),
                            [&](const SpecGroup& s) { return s.spec == spec; });
     if (it == attention_groups_.end()) {
@@ -98,11 +126,14 @@ void KVCacheCoordinator::remove_skipped_blocks(int64_t request_id,
 
 int64_t KVCacheCoordinator::find_longest_cache_hit(std::span<const BlockHash> block_hashes,
                                                    int64_t max_cache_hit_length,
-                                                   std::vector<std::vector<BlockId>>& out) const {
+                                                   std::vector<std::vector<BlockId>>& out,
+                                                   int64_t* num_uncached) const {
   const size_t num_groups = managers_.size();
   out.resize(num_groups);
   for (auto& v : out) v.clear();
+  if (num_uncached != nullptr) *num_uncached = 0;
   if (!enable_caching_) return 0;
+  int64_t longest_hit_length = 0;
   std::vector<bool> found(num_groups, false);
   std::vector<int64_t> hit_length_by_group(num_groups, 0);
   std::vector<std::vector<BlockId>> scratch;
@@ -126,6 +157,7 @@ int64_t KVCacheCoordinator::find_longest_cache_hit(std::span<const BlockHash> bl
         found[g] = true;
         hit_length_by_group[g] = len;
       }
+      longest_hit_length = std::max(longest_hit_length, len);
     }
     if (curr >= hit_length) break;
     hit_length = curr;
@@ -139,6 +171,8 @@ int64_t KVCacheCoordinator::find_longest_cache_hit(std::span<const BlockHash> bl
       if (v.size() > keep) v.resize(keep);
     }
   }
+  // vLLM's UnitaryKVCacheCoordinator reports 0: no other group can lag a single one.
+  if (num_uncached != nullptr && num_groups > 1) *num_uncached = longest_hit_length - hit_length;
   return hit_length;
 }
 

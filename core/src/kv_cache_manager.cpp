@@ -26,6 +26,10 @@ KVCacheManager::KVCacheManager(const KVCacheManagerConfig& config)
   }
   watermark_blocks_ = static_cast<int32_t>(config.watermark * config.num_gpu_blocks);
   const KVCacheConfig& kv = config.kv_cache_config;
+  // The single full-attention path has no coordinator to validate it (no window group: only
+  // None or 0, which changes nothing there).
+  validate_prefix_cache_retention_interval(config.prefix_cache_retention_interval,
+                                           config.block_size, kv);
   if (kv.kv_cache_groups.empty()) return;
   validate_kv_cache_config(kv);
   if (kv.num_blocks != config.num_gpu_blocks || kv.block_size() != config.block_size) {
@@ -40,7 +44,8 @@ KVCacheManager::KVCacheManager(const KVCacheManagerConfig& config)
   const int64_t in_flight =
       config.max_in_flight_tokens > 0 ? config.max_in_flight_tokens : config.max_model_len;
   coordinator_ = std::make_unique<KVCacheCoordinator>(kv, block_pool_, config.enable_caching,
-                                                      config.max_model_len, in_flight);
+                                                      config.max_model_len, in_flight,
+                                                      config.prefix_cache_retention_interval);
 }
 
 KVCacheManager::RequestBlocks& KVCacheManager::state_for(int64_t request_id) {
@@ -61,6 +66,7 @@ ComputedBlocks KVCacheManager::get_computed_blocks(const Request& request) {
 void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks& out) {
   out.blocks.clear();
   out.num_computed_tokens = 0;
+  out.shared_prefix_boundary = 0;
   // vLLM skips the lookup (and its record) only when caching is off.
   if (!config_.enable_caching) return;
   if (coordinator_) {
@@ -68,7 +74,7 @@ void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks&
     return;
   }
   if (request.hash_block_size == 0 || request.num_tokens() <= 0) {
-    record_lookup(request, 0);
+    if (!config_.prefix_cache_stats_at_admission) record_lookup(request, 0);
     return;
   }
   // At least one token is always recomputed (vLLM: max_cache_hit_length = num_tokens - 1).
@@ -81,7 +87,7 @@ void KVCacheManager::get_computed_blocks(const Request& request, ComputedBlocks&
     out.blocks.push_back(*hit);
   }
   out.num_computed_tokens = static_cast<int32_t>(out.blocks.size()) * config_.block_size;
-  record_lookup(request, out.num_computed_tokens);
+  if (!config_.prefix_cache_stats_at_admission) record_lookup(request, out.num_computed_tokens);
 }
 
 int32_t KVCacheManager::get_num_blocks_to_allocate(const RequestBlocks& st, int64_t num_tokens,

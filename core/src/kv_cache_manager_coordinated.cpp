@@ -14,14 +14,18 @@ void KVCacheManager::get_computed_blocks_coordinated(const Request& request, Com
   out.group_blocks.resize(coordinator_->num_groups());
   for (auto& g : out.group_blocks) g.clear();
   if (request.hash_block_size == 0 || request.num_tokens() <= 0) {
-    record_lookup(request, 0);
+    if (!config_.prefix_cache_stats_at_admission) record_lookup(request, 0);
     return;
   }
   // At least one token is always recomputed (vLLM: max_cache_hit_length = num_tokens - 1).
+  int64_t num_uncached = 0;
   const int64_t hit = coordinator_->find_longest_cache_hit(
-      request.block_hashes, int64_t{request.num_tokens()} - 1, out.group_blocks);
+      request.block_hashes, int64_t{request.num_tokens()} - 1, out.group_blocks, &num_uncached);
   out.num_computed_tokens = static_cast<int32_t>(hit);
-  record_lookup(request, out.num_computed_tokens);
+  // vLLM get_computed_blocks: the junction is the longest single-group hit, pinned only when
+  // some group hit further than the reconciled hit.
+  out.shared_prefix_boundary = num_uncached != 0 ? static_cast<int32_t>(hit + num_uncached) : 0;
+  if (!config_.prefix_cache_stats_at_admission) record_lookup(request, out.num_computed_tokens);
 }
 
 std::optional<std::span<const BlockId>> KVCacheManager::allocate_slots_coordinated(

@@ -10,15 +10,25 @@ namespace kvsim {
 
 SingleTypeKVCacheManager::SingleTypeKVCacheManager(const KVCacheSpec& spec, BlockPool& block_pool,
                                                    bool enable_caching, int32_t kv_cache_group_id,
-                                                   int64_t max_admission_blocks_per_request)
+                                                   int64_t max_admission_blocks_per_request,
+                                                   int32_t prefix_cache_retention_interval)
     : spec_(spec),
       block_pool_(block_pool),
       enable_caching_(enable_caching),
       group_id_(kv_cache_group_id),
-      max_admission_blocks_(max_admission_blocks_per_request) {
+      max_admission_blocks_(max_admission_blocks_per_request),
+      retention_interval_(prefix_cache_retention_interval) {
   if (spec.block_size <= 0) {
     throw std::invalid_argument(fmt::format("KV cache group {}: block_size must be > 0, got {}",
                                             kv_cache_group_id, spec.block_size));
+  }
+  // vLLM's reachable_block_mask returns None (cache everything) for R == None, and for R > 0
+  // when a window hit needs at least a whole segment.
+  if (spec.kind == KVCacheSpecKind::kSlidingWindow && prefix_cache_retention_interval >= 0) {
+    retention_need_ = cdiv(int64_t{spec.sliding_window} - 1, int64_t{spec.block_size});
+    retention_segment_blocks_ = prefix_cache_retention_interval / spec.block_size;
+    sparse_retention_ =
+        prefix_cache_retention_interval == 0 || retention_need_ < retention_segment_blocks_;
   }
 }
 
@@ -109,6 +119,9 @@ void SingleTypeKVCacheManager::add_local_computed_blocks(
   st.blocks.assign(static_cast<size_t>(std::max<int64_t>(num_skipped_blocks, 0)), kNullBlockId);
   st.blocks.insert(st.blocks.end(), kept.begin(), kept.end());
   st.num_cached_block = static_cast<int32_t>(st.blocks.size());
+  st.num_hit_blocks = st.num_cached_block;
+  st.retained_prompt_tokens = -1;
+  st.retained_junction = 0;
   num_table_blocks_ += static_cast<int64_t>(st.blocks.size());
   for (BlockId b : st.blocks) num_null_blocks_ += b == kNullBlockId;
 }
@@ -149,9 +162,21 @@ void SingleTypeKVCacheManager::cache_blocks(const Request& request, int64_t num_
   }
   scratch_blocks_.clear();
   scratch_hashes_.clear();
+  const int32_t prompt = request.num_prompt_tokens;
+  const int32_t junction = request.shared_prefix_boundary;
+  if (sparse_retention_) {
+    // T3's record of the boundaries the mask used (see the header).
+    if (st->retained_prompt_tokens == -1) {
+      st->retained_prompt_tokens = prompt;
+      st->retained_junction = junction;
+    } else if (st->retained_prompt_tokens != prompt || st->retained_junction != junction) {
+      st->retained_prompt_tokens = -2;
+    }
+  }
   for (int64_t i = num_cached; i < num_full; ++i) {
     const BlockId b = st->blocks[static_cast<size_t>(i)];
     if (b == kNullBlockId) continue;
+    if (sparse_retention_ && !retains_block(i, prompt, junction)) continue;
     scratch_blocks_.push_back(b);
     scratch_hashes_.push_back(
         make_block_hash_with_group_id(request.block_hashes[static_cast<size_t>(i)], group_id_));
@@ -169,6 +194,9 @@ void SingleTypeKVCacheManager::free(int64_t request_id) {
   for (BlockId b : st.blocks) num_null_blocks_ -= b == kNullBlockId;
   st.blocks.clear();
   st.num_cached_block = -1;
+  st.num_hit_blocks = 0;
+  st.retained_prompt_tokens = -1;
+  st.retained_junction = 0;
 }
 
 void SingleTypeKVCacheManager::remove_skipped_blocks(int64_t request_id,
@@ -227,14 +255,17 @@ void SingleTypeKVCacheManager::check_invariants(std::vector<int32_t>& refs) cons
       throw std::logic_error(fmt::format("T3: group {} request {} num_cached_block {} > {} blocks",
                                          group_id_, r, st.num_cached_block, st.blocks.size()));
     }
-    if (enable_caching_) {
+    if (enable_caching_ && !(sparse_retention_ && st.retained_prompt_tokens == -2)) {
       for (int32_t i = 0; i < st.num_cached_block; ++i) {
         const BlockId b = st.blocks[static_cast<size_t>(i)];
-        if (b != kNullBlockId && !block_pool_.is_cached(b)) {
-          throw std::logic_error(
-              fmt::format("T3: group {} request {} block #{} ({}) should be "
-                          "cached",
-                          group_id_, r, i, b));
+        if (b == kNullBlockId) continue;
+        const bool kept = !sparse_retention_ || i < st.num_hit_blocks ||
+                          (st.retained_prompt_tokens >= 0 &&
+                           retains_block(i, st.retained_prompt_tokens, st.retained_junction));
+        if (kept != block_pool_.is_cached(b)) {
+          throw std::logic_error(fmt::format(
+              "T3: group {} request {} block #{} ({}) should {}be cached (retention interval {})",
+              group_id_, r, i, b, kept ? "" : "not ", retention_interval_));
         }
       }
     }
@@ -344,7 +375,7 @@ int64_t max_admission_blocks_per_request(const KVCacheSpec& spec, int64_t max_in
 
 std::unique_ptr<SingleTypeKVCacheManager> make_single_type_kv_cache_manager(
     const KVCacheSpec& spec, BlockPool& block_pool, bool enable_caching, int32_t kv_cache_group_id,
-    int64_t max_in_flight_tokens, int64_t max_model_len) {
+    int64_t max_in_flight_tokens, int64_t max_model_len, int32_t prefix_cache_retention_interval) {
   const int64_t cap = max_admission_blocks_per_request(spec, max_in_flight_tokens, max_model_len);
   switch (spec.kind) {
     case KVCacheSpecKind::kFullAttention:
@@ -352,7 +383,8 @@ std::unique_ptr<SingleTypeKVCacheManager> make_single_type_kv_cache_manager(
                                                     kv_cache_group_id, cap);
     case KVCacheSpecKind::kSlidingWindow:
       return std::make_unique<SlidingWindowManager>(spec, block_pool, enable_caching,
-                                                    kv_cache_group_id, cap);
+                                                    kv_cache_group_id, cap,
+                                                    prefix_cache_retention_interval);
     case KVCacheSpecKind::kChunkedLocalAttention:
       return std::make_unique<ChunkedLocalAttentionManager>(spec, block_pool, enable_caching,
                                                             kv_cache_group_id, cap);

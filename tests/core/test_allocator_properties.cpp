@@ -148,10 +148,24 @@ TEST(AllocatorProperties, BlockPoolMatchesReferenceWithoutCaching) {
   run_pool_against_reference(false, 48, scaled_ops(400000), 2);
 }
 
-// Random requests with shared prefixes through the manager: admit, decode, preempt/free.
-TEST(AllocatorProperties, KVCacheManagerInvariantsUnderRandomTraffic) {
+// Random requests with shared prefixes through the manager: admit, decode, preempt/free. On the
+// single full-attention path and on one sliding-window group (W = 10: need 3 blocks), with each
+// prefix-cache retention interval the layout accepts (-1 dense, 0 sparse, 16 = 4 blocks); the
+// junction is stored at each lookup as the scheduler does.
+void run_manager_traffic(bool sliding_window, int32_t retention_interval, int64_t base_ops) {
   constexpr int32_t kBs = 4;
-  KVCacheManager m({.num_gpu_blocks = 40, .block_size = kBs, .max_model_len = 96});
+  KVCacheManagerConfig c{.num_gpu_blocks = 40, .block_size = kBs, .max_model_len = 96};
+  c.prefix_cache_retention_interval = retention_interval;
+  if (sliding_window) {
+    KVCacheSpec s;
+    s.kind = KVCacheSpecKind::kSlidingWindow;
+    s.block_size = kBs;
+    s.page_size_bytes = 4096;
+    s.sliding_window = 10;
+    c.kv_cache_config.num_blocks = 40;
+    c.kv_cache_config.kv_cache_groups.push_back({{0}, s});
+  }
+  KVCacheManager m(c);
   std::mt19937_64 rng(7);
   std::vector<std::shared_ptr<const std::vector<int32_t>>> prefixes;
   for (int p = 0; p < 4; ++p) {
@@ -161,7 +175,7 @@ TEST(AllocatorProperties, KVCacheManagerInvariantsUnderRandomTraffic) {
   }
   std::vector<std::unique_ptr<Request>> live;
   int64_t next_id = 0;
-  const int64_t ops = scaled_ops(200000);
+  const int64_t ops = scaled_ops(base_ops);
   for (int64_t op = 0; op < ops; ++op) {
     const int kind = static_cast<int>(rng() % 8);
     if (kind < 3 || live.empty()) {  // new request sharing a random prefix length
@@ -176,11 +190,13 @@ TEST(AllocatorProperties, KVCacheManagerInvariantsUnderRandomTraffic) {
       r->content.salt = static_cast<uint64_t>(r->request_id) + 1;
       r->enable_block_hashing(kBs);
       ComputedBlocks hit = m.get_computed_blocks(*r);
+      r->shared_prefix_boundary = hit.shared_prefix_boundary;
       AllocateSlotsArgs a;
       a.num_new_tokens = std::min<int32_t>(r->num_tokens() - hit.num_computed_tokens,
                                            1 + static_cast<int32_t>(rng() % 24));
       a.num_new_computed_tokens = hit.num_computed_tokens;
       a.new_computed_blocks = hit.blocks;
+      a.new_computed_group_blocks = hit.group_blocks;
       a.full_sequence_must_fit = rng() % 2 == 0;
       a.has_scheduled_reqs = !live.empty();
       if (m.allocate_slots(*r, a)) {
@@ -208,6 +224,20 @@ TEST(AllocatorProperties, KVCacheManagerInvariantsUnderRandomTraffic) {
   m.check_invariants();
   EXPECT_GT(m.prefix_cache_stats().hits, 0);
   EXPECT_GT(m.block_pool().num_evictions(), 0);
+}
+
+TEST(AllocatorProperties, KVCacheManagerInvariantsUnderRandomTraffic) {
+  for (int32_t r : {-1, 0}) {
+    SCOPED_TRACE(testing::Message() << "prefix_cache_retention_interval " << r);
+    run_manager_traffic(false, r, 200000);
+  }
+}
+
+TEST(AllocatorProperties, SlidingWindowManagerInvariantsUnderRandomTraffic) {
+  for (int32_t r : {-1, 0, 16}) {
+    SCOPED_TRACE(testing::Message() << "prefix_cache_retention_interval " << r);
+    run_manager_traffic(true, r, 40000);
+  }
 }
 
 }  // namespace

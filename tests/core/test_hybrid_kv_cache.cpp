@@ -235,21 +235,28 @@ TEST(HybridKVCache, RejectsAConfigThatDisagreesWithThePool) {
 }
 
 // Random admissions (with shared prefixes, so hits), chunked prefills, decodes, in-flight
-// tokens and frees on hybrid layouts; every invariant checked after every operation.
-void run_random_traffic(const std::vector<KVCacheSpec>& specs, bool caching, uint64_t seed) {
+// tokens and frees on hybrid layouts; every invariant checked after every operation. Each
+// layout runs with the prefix-cache retention intervals it accepts: -1 (dense), 0 (sparse) and,
+// with a sliding-window group, a positive one; the junction is stored at each lookup as the
+// scheduler does.
+void run_random_traffic(const std::vector<KVCacheSpec>& specs, bool caching, uint64_t seed,
+                        int32_t retention_interval) {
   const int64_t ops = [] {
     if (const char* s = std::getenv("KVSIM_PROPERTY_OPS"))
       return std::max<int64_t>(1, std::atoll(s));
     return int64_t{6000};
   }();
   constexpr int32_t kL = 400;
-  KVCacheManager m(config(specs, 60, caching, kL));
+  KVCacheManagerConfig c = config(specs, 60, caching, kL);
+  c.prefix_cache_retention_interval = retention_interval;
+  KVCacheManager m(c);
   std::mt19937_64 rng(seed);
   std::vector<std::vector<int32_t>> prefixes;
   for (int p = 0; p < 4; ++p) prefixes.push_back(range(p * 10000, 160));
   std::vector<std::unique_ptr<Request>> live;
   int64_t next_id = 0;
   int64_t hits = 0;
+  int64_t junctions = 0;
   for (int64_t op = 0; op < ops; ++op) {
     const int kind = static_cast<int>(rng() % 8);
     if (kind < 3 || live.empty()) {
@@ -259,6 +266,8 @@ void run_random_traffic(const std::vector<KVCacheSpec>& specs, bool caching, uin
       for (size_t i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(100000 + rng() % 1000));
       auto r = request(next_id++, std::move(t), caching);
       ComputedBlocks hit = m.get_computed_blocks(*r);
+      r->shared_prefix_boundary = hit.shared_prefix_boundary;
+      junctions += hit.shared_prefix_boundary > 0 ? 1 : 0;
       hits += hit.num_computed_tokens;
       AllocateSlotsArgs a;
       a.num_new_tokens = std::min<int32_t>(r->num_tokens() - hit.num_computed_tokens,
@@ -298,38 +307,55 @@ void run_random_traffic(const std::vector<KVCacheSpec>& specs, bool caching, uin
   EXPECT_GT(m.num_skipped_blocks_freed(), 0);
   if (caching) {
     EXPECT_GT(hits, 0);
+    EXPECT_GT(junctions, 0);
+  }
+}
+
+// Positive intervals: 64 and 96 tokens (4 and 6 blocks) exceed the windows' need (3 blocks for
+// W = 48 and 40), 128 (8 blocks) that of W = 64 (4 blocks), so all are sparse. 0: no positive
+// one (the layout has no sliding-window group).
+void run_random_traffic_all_intervals(const std::vector<KVCacheSpec>& specs, bool caching,
+                                      uint64_t seed, int32_t positive_interval) {
+  std::vector<int32_t> intervals{-1, 0};
+  if (positive_interval > 0) intervals.push_back(positive_interval);
+  for (int32_t r : intervals) {
+    SCOPED_TRACE(testing::Message() << "prefix_cache_retention_interval " << r);
+    run_random_traffic(specs, caching, seed, r);
+    if (testing::Test::HasFatalFailure()) return;
   }
 }
 
 TEST(HybridKVCacheProperties, FullPlusSlidingWindowWithCaching) {
-  run_random_traffic(
-      {spec(KVCacheSpecKind::kFullAttention), spec(KVCacheSpecKind::kSlidingWindow, 48)}, true, 1);
+  run_random_traffic_all_intervals(
+      {spec(KVCacheSpecKind::kFullAttention), spec(KVCacheSpecKind::kSlidingWindow, 48)}, true, 1,
+      64);
 }
 
 TEST(HybridKVCacheProperties, GemmaLikeFiveWindowGroupsWithoutCaching) {
   std::vector<KVCacheSpec> s{spec(KVCacheSpecKind::kFullAttention)};
   for (int i = 0; i < 5; ++i) s.push_back(spec(KVCacheSpecKind::kSlidingWindow, 64));
-  run_random_traffic(s, false, 2);
+  run_random_traffic_all_intervals(s, false, 2, 128);
 }
 
 TEST(HybridKVCacheProperties, GemmaLikeFiveWindowGroupsWithCaching) {
   std::vector<KVCacheSpec> s;
   for (int i = 0; i < 3; ++i) s.push_back(spec(KVCacheSpecKind::kSlidingWindow, 64));
   s.push_back(spec(KVCacheSpecKind::kFullAttention));
-  run_random_traffic(s, true, 3);
+  run_random_traffic_all_intervals(s, true, 3, 128);
 }
 
 TEST(HybridKVCacheProperties, ChunkedLocalPlusFullWithCaching) {
-  run_random_traffic(
+  // No sliding-window group: a positive interval is refused (test_sliding_window_retention).
+  run_random_traffic_all_intervals(
       {spec(KVCacheSpecKind::kChunkedLocalAttention, 64), spec(KVCacheSpecKind::kFullAttention)},
-      true, 4);
+      true, 4, 0);
 }
 
 TEST(HybridKVCacheProperties, ThreeKindsWithCaching) {
-  run_random_traffic(
+  run_random_traffic_all_intervals(
       {spec(KVCacheSpecKind::kFullAttention), spec(KVCacheSpecKind::kSlidingWindow, 40),
        spec(KVCacheSpecKind::kChunkedLocalAttention, 64)},
-      true, 5);
+      true, 5, 96);
 }
 
 }  // namespace

@@ -65,13 +65,25 @@ struct KVCacheManagerConfig {
   // so that a caller probing BlockPool::get_cached_block for any hash sees vLLM's map; the
   // Scheduler turns it on.
   bool defer_private_block_hashes = false;
+  // VllmBehavior::prefix_cache_stats_at_admission (vLLM 0.33): get_computed_blocks() records
+  // nothing; the scheduler calls record_prefix_cache_stats() once allocate_slots() admitted the
+  // request. False (0.26): every get_computed_blocks() lookup records.
+  bool prefix_cache_stats_at_admission = false;
+  // Sliding-window groups' prefix-cache retention (vLLM 0.33 --prefix-cache-retention-interval;
+  // 0.26 VLLM_PREFIX_CACHE_RETENTION_INTERVAL): -1 (None) = dense, every full block is hashed;
+  // 0 = sparse, only the window tails before the prompt's replay boundary (prompt - 1) and the
+  // request's shared-prefix junction (Request::shared_prefix_boundary); N > 0 (a multiple of
+  // block_size) = also the last cdiv(W - 1, bs) blocks of every N-token segment. Full-attention
+  // and chunked-local groups are always dense.
+  int32_t prefix_cache_retention_interval = -1;
 };
 
-// Prefix-cache counters exactly as the vLLM 0.26.0 wheel records them (PrefixCacheStats in
-// vllm/v1/metrics/stats.py, filled by KVCacheManager.get_computed_blocks): one record
-// (num_tokens, hit tokens) per get_computed_blocks() lookup - including lookups whose admission
-// then fails and is retried the next step - under preempted_* when the request has been
-// preempted before, else under requests/queries/hits (exclusive sets). vLLM's
+// Prefix-cache counters exactly as vLLM records them (PrefixCacheStats in
+// vllm/v1/metrics/stats.py): one record (num_tokens, hit tokens) under preempted_* when the
+// request has been preempted before, else under requests/queries/hits (exclusive sets). When a
+// record is made is the release's (KVCacheManagerConfig::prefix_cache_stats_at_admission): 0.26
+// records every get_computed_blocks() lookup, including lookups whose admission then fails and
+// is retried the next step; 0.33 records each admission that ran a lookup. vLLM's
 // `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` counters are `queries` / `hits`.
 struct PrefixCacheStats {
   int64_t requests = 0;
@@ -87,6 +99,10 @@ struct ComputedBlocks {
   // Coordinated layouts: one list per group (skipped blocks as null blocks); `blocks` is empty.
   std::vector<std::vector<BlockId>> group_blocks;
   int32_t num_computed_tokens = 0;
+  // vLLM get_computed_blocks' shared-prefix junction: hit + the tokens some group could have hit
+  // beyond the reconciled hit (coordinated layouts; 0 when none). The scheduler stores it in
+  // Request::shared_prefix_boundary at every lookup.
+  int32_t shared_prefix_boundary = 0;
 };
 
 struct AllocateSlotsArgs {
@@ -175,6 +191,12 @@ class KVCacheManager {
   void free(const Request& request);
 
   const PrefixCacheStats& prefix_cache_stats() const { return prefix_cache_stats_; }
+  // One PrefixCacheStats record for a lookup of `request` that hit `num_hit_tokens` tokens
+  // (vLLM 0.33 KVCacheManager.record_prefix_cache_stats; no-op with caching off). The scheduler
+  // calls it after admission when KVCacheManagerConfig::prefix_cache_stats_at_admission is set.
+  void record_prefix_cache_stats(const Request& request, int32_t num_hit_tokens) {
+    if (config_.enable_caching) record_lookup(request, num_hit_tokens);
+  }
 
   // Group 0's table (the only one of the single full-attention path).
   std::span<const BlockId> get_block_ids(int64_t request_id) const;

@@ -59,6 +59,10 @@ struct Request {
   int64_t arrival_time_ns = 0;
   RequestStatus status = RequestStatus::WAITING;
   int32_t num_preemptions = 0;
+  // vLLM Request.shared_prefix_boundary: the shared-prefix junction its last prefix lookup found
+  // (ComputedBlocks::shared_prefix_boundary; 0: none). Sparse sliding-window retention keeps the
+  // window tail before it cached (KVCacheManagerConfig::prefix_cache_retention_interval).
+  int32_t shared_prefix_boundary = 0;
   // Async scheduling (vLLM: Request.num_output_placeholders): tokens scheduled for sampling whose
   // batch is still in flight, so not yet appended. Counted by schedule() for every scheduled
   // request that is not a prefill chunk, uncounted when update_from_output() appends the token.
