@@ -1,8 +1,13 @@
 #include "scheduler_flags.h"
 
-#include <charconv>
-#include <optional>
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <string_view>
+
+#include <fmt/core.h>
+
+#include "kvsim/sim/io/parse_number.h"
 
 #include "kvsim/run/parameters.h"
 #include "validators.h"
@@ -10,13 +15,29 @@
 namespace kvsim::cli {
 namespace {
 
-// --prefix-cache-retention-interval: "none" (vLLM's None: dense) is -1, else a decimal int >= 0.
-std::optional<int32_t> retention_interval(std::string_view v) {
-  if (v == "none" || v == "None") return -1;
-  int32_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < 0) return std::nullopt;
-  return n;
+// --prefix-cache-retention-interval: "none" (vLLM's None: dense) is -1, else a decimal integer
+// in [0, 2^31) under the strict number rule (validators.h). Returns the error, or "" with `out`
+// set.
+std::string retention_interval(std::string_view v, int32_t& out) {
+  if (v == "none" || v == "None") {
+    out = -1;
+    return "";
+  }
+  int64_t n = 0;
+  switch (parse_integer(v, n)) {
+    case ParseStatus::kOk:
+      if (n < 0) return fmt::format("must be >= 0 or none, got {}", v);
+      if (n > std::numeric_limits<int32_t>::max()) {
+        return fmt::format("'{}' is out of range (at most 2^31 - 1)", v);
+      }
+      out = static_cast<int32_t>(n);
+      return "";
+    case ParseStatus::kOutOfRange:
+      return fmt::format("'{}' is out of range (at most 2^63 - 1)", v);
+    case ParseStatus::kNotNumber:
+      break;
+  }
+  return fmt::format("'{}' is not a decimal integer or none", v);
 }
 
 }  // namespace
@@ -113,13 +134,17 @@ void add_scheduler_options(CLI::App* app, run::SchedulerOptions& o) {
       ->group(group);
   app->add_option_function<std::string>(
          "--prefix-cache-retention-interval",
-         [&o](const std::string& v) { o.prefix_cache_retention_interval = retention_interval(v); },
+         [&o](const std::string& v) {
+           int32_t n = 0;
+           if (retention_interval(v, n).empty()) o.prefix_cache_retention_interval = n;
+         },
          "Sliding-window prefix-cache retention in tokens: 0 = sparse (0.33's default), N = "
          "also every N tokens (a multiple of the block size), none = dense (0.26's default; "
          "0.26 read it from VLLM_PREFIX_CACHE_RETENTION_INTERVAL)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            return retention_interval(v) ? "" : "must be an integer in [0, 2^31) or none";
+            int32_t n = 0;
+            return retention_interval(v, n);
           },
           "INT|none"))
       ->group(group);

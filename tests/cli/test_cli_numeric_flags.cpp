@@ -77,7 +77,8 @@ const std::set<std::string> kWordFlags = {"--model",
                                           "--kv-cache-dtypes",
                                           "--fit",
                                           "--start",
-                                          "--measured-vllm-version"};
+                                          "--measured-vllm-version",
+                                          "--vllm-version"};
 // Text flags whose numbers are parsed while the command line is (lists, seeds): the walk tries
 // them in process too.
 const std::set<std::string> kParsedListFlags = {"--seed",
@@ -87,7 +88,8 @@ const std::set<std::string> kParsedListFlags = {"--seed",
                                                 "--max-num-seqs",
                                                 "--max-num-batched-tokens",
                                                 "--gpu-memory-utilizations",
-                                                "--num-gpu-blocks"};
+                                                "--num-gpu-blocks",
+                                                "--prefix-cache-retention-interval"};
 // Text flags whose numbers are parsed when the command runs: tried through the binary below.
 const std::set<std::string> kRunParsedFlags = {"--shard", "--step-time", "--input-len",
                                                "--output-len", "--gpu-price"};

@@ -7,7 +7,7 @@ from conftest import LESSON, flags
 
 
 def test_lesson_plan_numbers():
-    p = kvsim.plan(**LESSON, concurrency=64)
+    p = kvsim.plan(**LESSON, concurrency=64, vllm_version="0.26")
     assert isinstance(p, kvsim.Plan)
     assert p.kappa_bytes == 28672
     assert p.max_concurrency == 66
@@ -18,6 +18,19 @@ def test_lesson_plan_numbers():
                                 "Maximum concurrency for 8,192 tokens per request: 66.29x"]
     assert p["kappa_bytes"] == p.kappa_bytes
     assert "kappa_bytes" in dir(p)
+    # vLLM 0.33 (the default) prints the same numbers on one line.
+    now = kvsim.plan(**LESSON, concurrency=64)
+    assert now.num_gpu_blocks == p.num_gpu_blocks
+    assert now.vllm_log_lines == ["GPU KV cache size: 543,008 tokens, Maximum concurrency for "
+                                  "8,192 tokens per request: 66.29x"]
+
+
+def test_vllm_version_keyword():
+    assert kvsim.plan(**LESSON, vllm_version="0.33.0").vllm_log_lines == \
+        kvsim.plan(**LESSON).vllm_log_lines
+    with pytest.raises(ValueError, match=r"vllm_version=0.27: unknown vLLM release "
+                                         r"\(expected 0.26 or 0.33\)"):
+        kvsim.plan(**LESSON, vllm_version="0.27")
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -77,11 +90,12 @@ def test_presets_are_listed():
 
 
 def test_hybrid_plan_lines_are_vllms():
-    # tests/data/vllm_plan_goldens/gpt-oss-20b_10g_32k.json: logged by vLLM 0.26.0.
+    # tests/data/vllm_plan_goldens/0.26/gpt-oss-20b_10g_32k.json: logged by vLLM 0.26.0.
     p = kvsim.plan(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
-                   max_model_len=32768)
+                   max_model_len=32768, vllm_version="0.26")
     assert p.vllm_log_lines == ["GPU KV cache size: 290,413 tokens",
                                 "Maximum concurrency for 32,768 tokens per request: 8.86x"]
     off = kvsim.plan(model="gpt-oss-20b", gpu="h100-80g", kv_cache_memory_bytes=10737418240,
-                     max_model_len=32768, disable_hybrid_kv_cache_manager=True)
+                     max_model_len=32768, disable_hybrid_kv_cache_manager=True,
+                     vllm_version="0.26")
     assert off.vllm_log_lines[1].endswith(": 6.67x")

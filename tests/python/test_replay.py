@@ -12,7 +12,7 @@ import pytest
 import kvsim
 from kvsim import _kvsim, _results
 from conftest import (AZURE_CODE, AZURE_CONV, BURSTGPT, LESSON, MOONCAKE, SHAREGPT, VIDUR, flags,
-                      without_wall)
+                      in_python_spelling, without_wall)
 
 pd = pytest.importorskip("pandas")
 
@@ -146,6 +146,29 @@ def test_errors_carry_the_cli_message(cli):
     with pytest.raises(ValueError) as e:
         kvsim.replay(kvsim.read_trace(BURSTGPT), **kw)
     assert str(e.value) == message
+
+
+def test_release_arguments_carry_the_cli_message(cli):
+    # --max-num-active-seqs is vLLM 0.33's: refused under 0.26 with the CLI's message.
+    kw = dict(model="qwen2.5-7b", max_num_active_seqs=4, vllm_version="0.26")
+    message = cli.error("replay", BURSTGPT, *flags(**kw), "--no-progress")
+    assert "is not an engine argument of vLLM 0.26" in message
+    with pytest.raises(ValueError) as e:
+        kvsim.replay(kvsim.read_trace(BURSTGPT), **kw)
+    assert str(e.value) == in_python_spelling(
+        message, ("--max-num-active-seqs", "max_num_active_seqs="),
+        ("--vllm-version 0.33", "vllm_version=0.33"))
+
+
+def test_releases_agree_on_a_full_attention_replay_but_the_prefix_counters():
+    t = kvsim.read_trace(BURSTGPT)
+    old = kvsim.replay(t, model="qwen2.5-7b", vllm_version="0.26")
+    now = kvsim.replay(t, model="qwen2.5-7b", vllm_version="0.33")
+    # A full-attention model: only when prefix-cache lookups are counted differs.
+    for key in ("finished", "rejected", "steps", "num_gpu_blocks", "preemptions",
+                "admission_prefix_hit_tokens", "evictions"):
+        assert old[key] == now[key], key
+    assert old.vllm_version == "0.26" and now.vllm_version == "0.33"
 
 
 def test_keyword_errors():

@@ -59,6 +59,7 @@ nlohmann::ordered_json replay_summary_json(const ReplaySummary& s, const ReportC
   j["rows_dropped_by_reason"] = dropped;
   j["model"] = ctx.model;
   j["gpu"] = ctx.gpu;
+  j["vllm_version"] = to_string(ctx.scheduler.behavior.version);
   j["requests"] = s.requests;
   j["finished"] = s.finished;
   j["finished_at_max_model_len"] = s.finished_at_max_model_len;
@@ -200,10 +201,10 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                  static_cast<int64_t>(s.num_gpu_blocks) * s.block_size, s.num_gpu_blocks - 1,
                  s.max_model_len);
   fmt::format_to(out,
-                 "scheduler: {}, max_num_batched_tokens {}, max_num_seqs {}, chunked prefill {}, "
-                 "prefix caching {}, watermark {}, full-ISL gate {}, preemption {}, {} "
+                 "scheduler (vLLM {}): {}, max_num_batched_tokens {}, max_num_seqs {}, chunked "
+                 "prefill {}, prefix caching {}, watermark {}, full-ISL gate {}, preemption {}, {} "
                  "scheduling\n\n",
-                 sc.policy == SchedulingPolicy::FCFS ? "fcfs" : "priority",
+                 to_string(sc.behavior.version), sc.policy == SchedulingPolicy::FCFS ? "fcfs" : "priority",
                  sc.max_num_batched_tokens, sc.max_num_seqs, on_off(sc.enable_chunked_prefill),
                  on_off(sc.enable_prefix_caching), sc.watermark,
                  on_off(sc.scheduler_reserve_full_isl), ctx.preemption_mode,
@@ -300,10 +301,18 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
                  "preempted requests apart: {} of {})\n",
                  100.0 * s.prefix_cache_hit_rate, s.prefix_cache.hits, s.prefix_cache.queries,
                  s.prefix_cache.preempted_hits, s.prefix_cache.preempted_queries);
-  fmt::format_to(out,
-                 "    (they differ: vLLM counts every lookup, again on each step a request waits "
-                 "for KV, and keeps preempted requests apart; the share counts each admission "
-                 "once)\n");
+  if (ctx.scheduler.behavior.prefix_cache_stats_at_admission) {
+    fmt::format_to(out,
+                   "    (vLLM {} counts each admission once, as the share does, but keeps "
+                   "preempted requests apart)\n",
+                   to_string(ctx.scheduler.behavior.version));
+  } else {
+    fmt::format_to(out,
+                   "    (they differ: vLLM {} counts every lookup, again on each step a request "
+                   "waits for KV, and keeps preempted requests apart; the share counts each "
+                   "admission once)\n",
+                   to_string(ctx.scheduler.behavior.version));
+  }
   fmt::format_to(out, "  queueing: mean {:.3f} s, p50 {:.3f} s, p99 {:.3f} s\n",
                  s.latency.queueing.mean, s.latency.queueing.p50, s.latency.queueing.p99);
   const auto w = static_cast<double>(s.steps_with_waiting);
