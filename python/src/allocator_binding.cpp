@@ -15,12 +15,15 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "kvsim/core/block_pool.h"
 #include "kvsim/core/kv_cache_manager.h"
 #include "kvsim/core/request.h"
+#include "kvsim/core/vllm_version.h"
+#include "kvsim/run/plan_options.h"
 
 namespace nb = nanobind;
 
@@ -247,23 +250,39 @@ void register_allocator(nb::module_& m) {
           "Appends n generated tokens (vLLM: append_output_token_ids; kvsim keeps no token ids).");
 
   nb::class_<KVCacheManager>(m, "KVCacheManager",
-                             "vLLM 0.26's KVCacheManager for one full-attention group over a "
+                             "vLLM's KVCacheManager for one full-attention group over a "
                              "BlockPool.")
       .def(
           "__init__",
           [](KVCacheManager* self, int32_t num_gpu_blocks, int32_t block_size,
-             int32_t max_model_len, bool enable_caching, double watermark) {
+             int32_t max_model_len, bool enable_caching, double watermark,
+             const std::string& vllm_version) {
             KVCacheManagerConfig c;
             c.num_gpu_blocks = num_gpu_blocks;
             c.block_size = block_size;
             c.max_model_len = max_model_len;
             c.enable_caching = enable_caching;
             c.watermark = watermark;
+            c.prefix_cache_stats_at_admission =
+                vllm_behavior(run::resolve_vllm_version(vllm_version))
+                    .prefix_cache_stats_at_admission;
             new (self) KVCacheManager(c);
           },
           nb::arg("num_gpu_blocks"), nb::arg("block_size") = kDefaultBlockSize,
           nb::arg("max_model_len"), nb::arg("enable_caching") = true, nb::arg("watermark") = 0.0,
-          "A manager over a new pool of num_gpu_blocks blocks of block_size tokens.")
+          nb::arg("vllm_version") = std::string(to_string(kDefaultVllmVersion)),
+          "A manager over a new pool of num_gpu_blocks blocks of block_size tokens, behaving as "
+          "vllm_version's ('0.26' or '0.33'): 0.26 records prefix_cache_stats at every "
+          "get_computed_blocks, 0.33 only through record_prefix_cache_stats (the scheduler "
+          "calls it once a request is admitted).")
+      .def(
+          "record_prefix_cache_stats",
+          [](KVCacheManager& k, const Request& r, int32_t num_hit_tokens) {
+            k.record_prefix_cache_stats(r, num_hit_tokens);
+          },
+          nb::arg("request"), nb::arg("num_hit_tokens"),
+          "One prefix_cache_stats record for an admitted request's lookup (vLLM 0.33's "
+          "KVCacheManager.record_prefix_cache_stats).")
       .def_prop_ro("block_size", [](const KVCacheManager& k) { return k.block_size(); })
       .def_prop_ro(
           "usage", [](const KVCacheManager& k) { return k.usage(); },

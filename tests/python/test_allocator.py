@@ -47,8 +47,25 @@ def test_prefix_cache_hit_between_equal_prompts():
     assert new == [4]
     assert kv.get_block_ids(1) == [1, 2, 4]
     assert kv.block_pool.ref_cnt(1) == 2
+    # vLLM 0.33 (the default) records a lookup once the request is admitted, by the caller.
+    assert kv.prefix_cache_stats["hits"] == 0
+    kv.record_prefix_cache_stats(b, tokens)
     assert kv.prefix_cache_stats["hits"] == 8
     kv.check_invariants()
+
+
+def test_prefix_cache_stats_per_release():
+    # vLLM 0.26 records inside get_computed_blocks, at every lookup.
+    kv = kvsim.KVCacheManager(num_gpu_blocks=20, block_size=4, max_model_len=64,
+                              vllm_version="0.26")
+    a = kvsim.Request(0, prompt_token_ids=list(range(10)), block_size=4)
+    kv.get_computed_blocks(a)
+    kv.get_computed_blocks(a)  # a retry after a failed admission counts again
+    assert kv.prefix_cache_stats["requests"] == 2
+    assert kv.prefix_cache_stats["queries"] == 20
+    with pytest.raises(ValueError, match="vllm_version"):
+        kvsim.KVCacheManager(num_gpu_blocks=20, block_size=4, max_model_len=64,
+                             vllm_version="0.20")
 
 
 def test_allocation_that_does_not_fit_returns_none():
