@@ -86,4 +86,16 @@ struct SchedulerHarnessBase {
   int32_t next_token = 1;
 };
 
+// Sync scheduling: one step is schedule() then update_from_output(); the KV manager's invariants
+// are checked after every step.
+struct SyncHarness : SchedulerHarnessBase {
+  using SchedulerHarnessBase::SchedulerHarnessBase;
+  const SchedulerOutput& step() {
+    const SchedulerOutput& out = s.schedule();
+    s.update_from_output();
+    s.kv_cache_manager().check_invariants();
+    return out;
+  }
+};
+
 }  // namespace kvsim::scheduler_test

@@ -20,16 +20,7 @@ namespace {
 
 using namespace scheduler_test;
 
-// Sync scheduling: one step is schedule() then update_from_output().
-struct Harness : SchedulerHarnessBase {
-  using SchedulerHarnessBase::SchedulerHarnessBase;
-  const SchedulerOutput& step() {
-    const SchedulerOutput& out = s.schedule();
-    s.update_from_output();
-    s.kv_cache_manager().check_invariants();
-    return out;
-  }
-};
+using Harness = SyncHarness;
 
 // The free-order example (KVCacheManager.free, BlockPool.free_blocks; caching on, bs=4, N=10,
 // sync, FCFS).

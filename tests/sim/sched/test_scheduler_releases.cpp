@@ -17,15 +17,7 @@ namespace {
 
 using namespace scheduler_test;
 
-struct Harness : SchedulerHarnessBase {
-  using SchedulerHarnessBase::SchedulerHarnessBase;
-  const SchedulerOutput& step() {
-    const SchedulerOutput& out = s.schedule();
-    s.update_from_output();
-    s.kv_cache_manager().check_invariants();
-    return out;
-  }
-};
+using Harness = SyncHarness;
 
 SchedulerConfig release(SchedulerConfig c, VllmVersion v) {
   c.behavior = vllm_behavior(v);
