@@ -108,6 +108,14 @@ RooflineStepTime::RooflineStepTime(RooflineModelShape model, RooflineGpu gpu, Ro
                                               kMaxStepSeconds * 1e3, value));
     }
   }
+  if (!(params_.seq_us >= 0.0 && params_.seq_us <= 1e6)) {
+    throw std::invalid_argument(
+        fmt::format("seq_us must be in [0, 1e6], got {:g}", params_.seq_us));
+  }
+  if (!(params_.allreduce_hop_us <= 1e6) || std::isnan(params_.allreduce_hop_us)) {
+    throw std::invalid_argument(
+        fmt::format("allreduce_hop_us must be at most 1e6, got {:g}", params_.allreduce_hop_us));
+  }
   if (!(gpu_.interconnect_bytes_per_s >= 0 && gpu_.interconnect_latency_s >= 0)) {
     throw std::invalid_argument("roofline step time: interconnect numbers must be >= 0");
   }
@@ -127,8 +135,10 @@ double RooflineStepTime::comm_seconds(const StepWork& work) const noexcept {
       model_.hidden_size <= 0) {
     return 0.0;
   }
-  const double latency_s =
-      params_.allreduce_us >= 0 ? params_.allreduce_us * 1e-6 : gpu_.interconnect_latency_s;
+  const double latency_s = params_.allreduce_hop_us >= 0
+                               ? 2.0 * (tp - 1) * params_.allreduce_hop_us * 1e-6
+                           : params_.allreduce_us >= 0 ? params_.allreduce_us * 1e-6
+                                                       : gpu_.interconnect_latency_s;
   // Two all-reduces per layer (after attention and after the MLP) of the step's activations in
   // 16-bit; a ring sends 2 (tp - 1)/tp of the buffer out of each GPU (and receives as much).
   const double bytes =
@@ -141,7 +151,12 @@ double RooflineStepTime::flops(const StepWork& work) const noexcept {
   int64_t t = work.num_tokens();
   if (params_.cuda_graph_padding && work.num_prefill_tokens == 0) t = cuda_graph_size(t);
   const auto tokens = static_cast<double>(t);
-  const double linear = 2.0 * model_.active_params * tokens;
+  double linear = 2.0 * model_.active_params * tokens;
+  if (params_.lm_head) {
+    // The embedding lookup is no GEMM and the LM head runs once per sampled sequence.
+    linear = 2.0 * (model_.active_params - model_.embedding_params) * tokens +
+             2.0 * model_.lm_head_params * static_cast<double>(work.num_seqs);
+  }
   // QK^T and PV: 2 * d_h FLOPs each per (query, key) pair per head per layer.
   const double pairs =
       static_cast<double>(work.sum_context_x_new) + 0.5 * static_cast<double>(work.sum_new_squared);
@@ -170,7 +185,7 @@ StepTimeBreakdown RooflineStepTime::estimate(const StepWork& work) const {
   if (work.empty()) return b;
   b.compute_s = flops(work) / (gpu_.peak_flops * params_.mfu);
   b.memory_s = bytes_moved(work) / (gpu_.hbm_bytes_per_s * params_.mbu);
-  b.overhead_s = params_.overhead_ms * 1e-3;
+  b.overhead_s = params_.overhead_ms * 1e-3 + params_.seq_us * 1e-6 * work.num_seqs;
   b.comm_s = comm_seconds(work);
   b.cpu_s = params_.cpu_ms * 1e-3;
   b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s + b.cpu_s;
@@ -178,6 +193,7 @@ StepTimeBreakdown RooflineStepTime::estimate(const StepWork& work) const {
 }
 
 std::string RooflineStepTime::calibration() const {
+  if (!params_.fitted.empty()) return params_.fitted;
   return "uncalibrated: roofline constants not fitted to measurements (errors against 16 real "
          "vLLM runs: docs/latency-validation.md; fit yours with kvsim calibrate)";
 }
@@ -196,13 +212,21 @@ std::string RooflineStepTime::describe() const {
   if (params_.cuda_graph_padding) extra += ", cuda_graphs=1";
   if (params_.queue_ms > 0) extra += fmt::format(", queue_ms={}", params_.queue_ms);
   if (params_.token_ms > 0) extra += fmt::format(", token_ms={}", params_.token_ms);
+  if (params_.lm_head) extra += ", lm_head=1";
+  if (params_.seq_us > 0) extra += fmt::format(", seq_us={}", params_.seq_us);
   if (params_.allreduce) {
-    const double us =
-        params_.allreduce_us >= 0 ? params_.allreduce_us : gpu_.interconnect_latency_s * 1e6;
+    const int32_t tp = params_.tensor_parallel_size;
+    const double us = params_.allreduce_hop_us >= 0 ? 2.0 * (tp - 1) * params_.allreduce_hop_us
+                      : params_.allreduce_us >= 0   ? params_.allreduce_us
+                                                    : gpu_.interconnect_latency_s * 1e6;
     extra += params_.tensor_parallel_size <= 1 ? std::string(", allreduce=1 (tp 1: none)")
              : gpu_.interconnect_bytes_per_s > 0 && model_.hidden_size > 0
-                 ? fmt::format(", all-reduce over {:g} GB/s + {:g} us",
-                               gpu_.interconnect_bytes_per_s / 1e9, us)
+                 ? fmt::format(", all-reduce over {:g} GB/s + {:g} us{}",
+                               gpu_.interconnect_bytes_per_s / 1e9, us,
+                               params_.allreduce_hop_us >= 0
+                                   ? fmt::format(" ({} ring steps x {:g} us)", 2 * (tp - 1),
+                                                 params_.allreduce_hop_us)
+                                   : std::string())
                  : std::string(", all-reduce not modelled (the card's link is unknown)");
   }
   return fmt::format("roofline({} on {}, tp={}, mfu={}, mbu={}, overhead_ms={}{})", model_.name,
@@ -248,12 +272,22 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
     if (colon != std::string_view::npos && rest.empty()) {
       throw std::invalid_argument("empty parameter list after 'roofline:'");
     }
+    // `v0` first: the historical constants on every card; otherwise the card's fitted defaults.
+    std::string_view todo = rest;
+    bool v0 = false;
+    if (todo == "v0" || todo.starts_with("v0,")) {
+      v0 = true;
+      todo = todo.substr(std::min(todo.size(), std::size_t{3}));
+      if (rest.size() == 3 && rest.back() == ',') throw std::invalid_argument("trailing ','");
+    }
     RooflineParams params;
+    const RooflineCardDefaults* card = v0 ? nullptr : roofline_card_defaults(gpu);
+    if (card != nullptr) params = card->params;
     params.tensor_parallel_size = tp;
+    std::string overridden;
     bool seen_overhead = false, seen_mfu = false, seen_mbu = false, seen_cpu = false,
          seen_graphs = false, seen_queue = false, seen_token = false, seen_allreduce = false,
-         seen_allreduce_us = false;
-    std::string_view todo = rest;
+         seen_allreduce_us = false, seen_lm_head = false, seen_seq = false, seen_hop = false;
     while (!todo.empty()) {
       const auto comma = todo.find(',');
       const std::string_view item = todo.substr(0, comma);
@@ -299,6 +333,25 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
         }
         params.allreduce_us = value;
         seen = &seen_allreduce_us;
+      } else if (key == "lm_head") {
+        if (value != 0.0 && value != 1.0) {
+          throw std::invalid_argument(fmt::format("lm_head must be 0 or 1, got {:g}", value));
+        }
+        params.lm_head = value == 1.0;
+        seen = &seen_lm_head;
+      } else if (key == "seq_us") {
+        if (!(value >= 0 && value <= 1e6)) {
+          throw std::invalid_argument(fmt::format("seq_us must be in [0, 1e6], got {:g}", value));
+        }
+        params.seq_us = value;
+        seen = &seen_seq;
+      } else if (key == "allreduce_hop_us") {
+        if (!(value >= 0 && value <= 1e6)) {
+          throw std::invalid_argument(
+              fmt::format("allreduce_hop_us must be in [0, 1e6], got {:g}", value));
+        }
+        params.allreduce_hop_us = value;
+        seen = &seen_hop;
       } else if (key == "cuda_graphs") {
         if (value != 0.0 && value != 1.0) {
           throw std::invalid_argument(fmt::format("cuda_graphs must be 0 or 1, got {:g}", value));
@@ -307,12 +360,17 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
         seen = &seen_graphs;
       } else {
         throw std::invalid_argument(fmt::format(
-            "unknown parameter '{}' (expected overhead_ms, mfu, mbu, cpu_ms, cuda_graphs, "
-            "queue_ms, token_ms, allreduce, allreduce_us)",
+            "unknown parameter '{}' (expected v0 first, or overhead_ms, mfu, mbu, cpu_ms, "
+            "cuda_graphs, queue_ms, token_ms, allreduce, allreduce_us, allreduce_hop_us, "
+            "lm_head, seq_us)",
             key));
       }
       if (*seen) throw std::invalid_argument(fmt::format("parameter '{}' given twice", key));
       *seen = true;
+      if (card != nullptr) overridden += fmt::format("{}{}", overridden.empty() ? "" : ", ", key);
+    }
+    if (card != nullptr && !overridden.empty()) {
+      params.fitted += fmt::format(" (overridden by the spec: {})", overridden);
     }
     return std::make_unique<RooflineStepTime>(model, gpu, params);
   } catch (const std::invalid_argument& e) {

@@ -30,6 +30,12 @@ RooflineModelShape roofline_shape(const ModelSpec& model, int32_t tp,
   s.weight_bytes =
       weight_bytes_total > 0 ? weight_bytes_total : total_params * dtype_bytes(model.dtype);
   s.num_layers = static_cast<int32_t>(model.num_layers);
+  if (model.vocab_size > 0 && model.hidden_size > 0) {
+    s.lm_head_params =
+        static_cast<double>(model.vocab_size) * static_cast<double>(model.hidden_size);
+    s.embedding_params = s.lm_head_params * (model.tie_word_embeddings ? 1.0 : 2.0);
+    if (s.embedding_params >= active_params) s.lm_head_params = s.embedding_params = 0;
+  }
   s.hidden_size = model.hidden_size;
   s.num_attention_heads = static_cast<int32_t>(
       model.num_attention_heads > 0 ? model.num_attention_heads : model.num_kv_heads);

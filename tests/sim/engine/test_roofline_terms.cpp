@@ -100,7 +100,7 @@ TEST(RooflineTerms, CudaGraphSizesAndPadding) {
 TEST(RooflineTerms, SpecKeysAndRequestOverheads) {
   RooflineModelShape shape = llama70b();
   const std::unique_ptr<StepTimeModel> m = parse_step_time_spec(
-      "roofline:cpu_ms=2,cuda_graphs=1,queue_ms=15,token_ms=0.05", shape, linked(0, 0), 1);
+      "roofline:v0,cpu_ms=2,cuda_graphs=1,queue_ms=15,token_ms=0.05", shape, linked(0, 0), 1);
   const RequestOverheads o = m->request_overheads();
   EXPECT_DOUBLE_EQ(o.queueing_s, 0.015);
   EXPECT_DOUBLE_EQ(o.per_output_token_s, 5e-5);
@@ -108,11 +108,11 @@ TEST(RooflineTerms, SpecKeysAndRequestOverheads) {
             std::string::npos)
       << m->describe();
   EXPECT_EQ(m->calibration().rfind("uncalibrated: roofline constants not fitted", 0), 0u);
-  // The default description is what it always was (reports and JSON stay byte-identical).
-  EXPECT_EQ(parse_step_time_spec("roofline", shape, linked(0, 0), 1)->describe(),
+  // v0's description is what `roofline` always was (reports and JSON stay byte-identical).
+  EXPECT_EQ(parse_step_time_spec("roofline:v0", shape, linked(0, 0), 1)->describe(),
             "roofline(llama-70b on h100-80g, tp=1, mfu=0.5, mbu=0.8, overhead_ms=1)");
   const std::unique_ptr<StepTimeModel> ar =
-      parse_step_time_spec("roofline:allreduce=1,allreduce_us=8", shape, linked(900, 30), 2);
+      parse_step_time_spec("roofline:v0,allreduce=1,allreduce_us=8", shape, linked(900, 30), 2);
   EXPECT_NE(ar->describe().find("all-reduce over 900 GB/s + 8 us"), std::string::npos)
       << ar->describe();
   for (const char* bad : {"roofline:cuda_graphs=2", "roofline:cpu_ms=-1", "roofline:queue_ms=1e9",

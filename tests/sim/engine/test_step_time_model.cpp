@@ -170,14 +170,19 @@ TEST(ParseStepTimeSpec, FixedAndRooflineForms) {
   auto fixed = parse_step_time_spec("fixed:10", llama8b(), h100(), 1);
   EXPECT_EQ(fixed->step_time_ns(decode_batch(1, 1)), 10'000'000);
 
-  auto def = parse_step_time_spec("roofline", llama8b(), h100(), 1);
+  // v0: the historical constants on every card (today's `roofline` byte for byte).
+  auto def = parse_step_time_spec("roofline:v0", llama8b(), h100(), 1);
   const auto* r = dynamic_cast<const RooflineStepTime*>(def.get());
   ASSERT_NE(r, nullptr);
   EXPECT_DOUBLE_EQ(r->params().mfu, 0.5);
   EXPECT_DOUBLE_EQ(r->params().mbu, 0.8);
   EXPECT_DOUBLE_EQ(r->params().overhead_ms, 1.0);
+  EXPECT_EQ(def->describe(),
+            "roofline(llama-3.1-8b on h100-80g, tp=1, mfu=0.5, mbu=0.8, overhead_ms=1)");
+  EXPECT_EQ(def->calibration().rfind("uncalibrated: roofline constants not fitted", 0), 0u);
 
-  auto tuned = parse_step_time_spec("roofline:overhead_ms=0,mfu=0.4,mbu=0.9", llama8b(), h100(), 2);
+  auto tuned =
+      parse_step_time_spec("roofline:v0,overhead_ms=0,mfu=0.4,mbu=0.9", llama8b(), h100(), 2);
   r = dynamic_cast<const RooflineStepTime*>(tuned.get());
   ASSERT_NE(r, nullptr);
   EXPECT_DOUBLE_EQ(r->params().mfu, 0.4);
@@ -186,6 +191,79 @@ TEST(ParseStepTimeSpec, FixedAndRooflineForms) {
   EXPECT_EQ(r->params().tensor_parallel_size, 2);
   EXPECT_EQ(r->describe(),
             "roofline(llama-3.1-8b on h100-80g, tp=2, mfu=0.4, mbu=0.9, overhead_ms=0)");
+}
+
+TEST(ParseStepTimeSpec, CardDefaultsOnlyForCardsWithData) {
+  // h100-80g has fitted defaults: `roofline` starts from them and says so.
+  const RooflineCardDefaults* card = roofline_card_defaults(h100());
+  ASSERT_NE(card, nullptr);
+  auto fitted = parse_step_time_spec("roofline", llama8b(), h100(), 1);
+  const auto* r = dynamic_cast<const RooflineStepTime*>(fitted.get());
+  ASSERT_NE(r, nullptr);
+  EXPECT_DOUBLE_EQ(r->params().mfu, card->params.mfu);
+  EXPECT_DOUBLE_EQ(r->params().mbu, card->params.mbu);
+  EXPECT_DOUBLE_EQ(r->params().overhead_ms, card->params.overhead_ms);
+  EXPECT_DOUBLE_EQ(r->params().queue_ms, card->params.queue_ms);
+  EXPECT_TRUE(r->params().lm_head);
+  EXPECT_TRUE(r->params().cuda_graph_padding);
+  EXPECT_TRUE(r->params().allreduce);
+  EXPECT_EQ(fitted->calibration().rfind("fitted for h100-80g on 16 public vLLM", 0), 0u)
+      << fitted->calibration();
+  EXPECT_EQ(fitted->calibration().find("overridden"), std::string::npos);
+  EXPECT_DOUBLE_EQ(fitted->request_overheads().queueing_s, card->params.queue_ms * 1e-3);
+  // A key overrides one constant and the clock line says which.
+  auto over = parse_step_time_spec("roofline:mfu=0.4", llama8b(), h100(), 1);
+  EXPECT_DOUBLE_EQ(dynamic_cast<const RooflineStepTime&>(*over).params().mfu, 0.4);
+  EXPECT_DOUBLE_EQ(dynamic_cast<const RooflineStepTime&>(*over).params().mbu, card->params.mbu);
+  EXPECT_NE(over->calibration().find("(overridden by the spec: mfu)"), std::string::npos);
+  // A card without data (or the same name with other peaks) keeps v0 and says uncalibrated.
+  for (const RooflineGpu& g :
+       {RooflineGpu{"a100-80g", 312e12, 2.039e12}, RooflineGpu{"h100-80g", 989.4e12, 2.0e12}}) {
+    EXPECT_EQ(roofline_card_defaults(g), nullptr) << g.name;
+    auto plain = parse_step_time_spec("roofline", llama8b(), g, 1);
+    auto v0 = parse_step_time_spec("roofline:v0", llama8b(), g, 1);
+    EXPECT_EQ(plain->describe(), v0->describe());
+    EXPECT_EQ(plain->calibration(), v0->calibration());
+    EXPECT_EQ(plain->calibration().rfind("uncalibrated:", 0), 0u);
+    const StepWork w = decode_batch(32, 1000);
+    EXPECT_EQ(plain->step_time_ns(w), v0->step_time_ns(w));
+  }
+}
+
+TEST(RooflineV1Terms, LmHeadSeqCostAndHopLatency) {
+  RooflineModelShape s = llama8b();
+  s.hidden_size = 4096;
+  s.lm_head_params = 128256.0 * 4096;         // vocab x hidden
+  s.embedding_params = 2 * s.lm_head_params;  // untied: embedding + LM head
+  RooflineParams p;
+  p.lm_head = true;
+  p.seq_us = 50;
+  const RooflineStepTime m(s, h100(), p);
+  StepWork w;
+  w.add_sequence(0, 512, true);
+  w.add_sequence(100, 1, false);
+  // Linear FLOPs: the body on every token, the LM head on each of the 2 sequences.
+  const double body = 2.0 * (8.03e9 - 2 * 128256.0 * 4096) * 513;
+  const double head = 2.0 * 128256.0 * 4096 * 2;
+  const double attn = 4.0 * 32 * 32 * 128 * (100.0 + 0.5 * (512.0 * 512 + 1));
+  EXPECT_NEAR(m.flops(w), body + head + attn, 1e-6 * (body + head + attn));
+  EXPECT_DOUBLE_EQ(m.estimate(w).overhead_s, 1e-3 + 2 * 50e-6);
+  // Off (v0): 2 P T as before.
+  const RooflineStepTime v0(s, h100(), RooflineParams{});
+  EXPECT_NEAR(v0.flops(w), 2.0 * 8.03e9 * 513 + attn, 1e-6 * (2.0 * 8.03e9 * 513 + attn));
+  // allreduce_hop_us: an all-reduce's latency is 2 (tp - 1) ring steps.
+  RooflineGpu g = h100();
+  g.interconnect_bytes_per_s = 450e9;
+  g.interconnect_latency_s = 37e-6;
+  RooflineParams ar;
+  ar.allreduce = true;
+  ar.allreduce_hop_us = 4;
+  ar.tensor_parallel_size = 4;
+  const RooflineStepTime tp4(s, g, ar);
+  const StepWork one = decode_batch(1, 10);
+  const double bytes = 1.0 * 4096 * 2;
+  EXPECT_NEAR(tp4.comm_seconds(one), 2.0 * 32 * (1.5 * bytes / 450e9 + 6 * 4e-6), 1e-12);
+  EXPECT_NE(tp4.describe().find("(6 ring steps x 4 us)"), std::string::npos) << tp4.describe();
 }
 
 TEST(ParseStepTimeSpec, BadSpecsNameTheProblem) {
@@ -218,6 +296,12 @@ TEST(ParseStepTimeSpec, BadSpecsNameTheProblem) {
       {"roofline:mfu=0.4,mfu=0.5", "'mfu' given twice"},
       {"roofline:flops=3", "unknown parameter 'flops'"},
       {"roofline:mfu=nan", "mfu must be a number"},
+      {"roofline:v0,", "trailing ','"},
+      {"roofline:mfu=0.4,v0", "expected key=value, got 'v0'"},
+      {"roofline:v1", "expected key=value, got 'v1'"},
+      {"roofline:v0,lm_head=2", "lm_head must be 0 or 1, got 2"},
+      {"roofline:seq_us=-1", "seq_us must be in [0, 1e6], got -1"},
+      {"roofline:allreduce_hop_us=-1", "allreduce_hop_us must be in [0, 1e6], got -1"},
   };
   for (const auto& c : cases) {
     try {

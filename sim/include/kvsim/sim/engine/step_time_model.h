@@ -144,6 +144,11 @@ struct RooflineModelShape {
   int32_t num_experts = 0;                 // routed experts E (0 = dense)
   int32_t num_experts_per_tok = 0;         // experts per token k
   int64_t hidden_size = 0;                 // all-reduced activations per token (0: not modelled)
+  // LM head: vocab x hidden parameters, and the embedding-table parameters counted in
+  // active_params that no token multiplies through (the lookup table; with untied embeddings
+  // also the LM head, which only sampled sequences run). 0: not known (lm_head=1 then adds none).
+  double lm_head_params = 0;
+  double embedding_params = 0;
 };
 
 // The GPU the roofline runs on (one device; tensor parallel uses tp of them).
@@ -178,11 +183,37 @@ struct RooflineParams {
   // predictions worse, not better (vLLM's custom all-reduce inside CUDA graphs is cheaper).
   bool allreduce = false;
   double allreduce_us = -1;  // one small all-reduce's latency; < 0: the card's preset
+  // Terms added for the fitted per-card defaults (roofline v1; all off in v0):
+  // LM head on the sampled sequences only (lm_head=1): the per-token linear FLOPs leave out the
+  // embedding table(s) and each scheduled sequence adds 2 x vocab x hidden FLOPs.
+  bool lm_head = false;
+  // Per scheduled sequence per step (sampling, input preparation, per-request bookkeeping), us.
+  double seq_us = 0.0;
+  // Latency of one ring step of an all-reduce, us: an all-reduce costs 2 (tp - 1) of them
+  // (replaces allreduce_us when >= 0).
+  double allreduce_hop_us = -1;
+  // Where these constants come from when they are a card's fitted defaults (the report's clock
+  // line); "" = uncalibrated (today's v0 constants).
+  std::string fitted;
 };
+
+// Per-card roofline defaults fitted on public measurements (roofline_card_defaults.cpp):
+// a `--step-time roofline` on such a card starts from them; `roofline:v0` keeps the historical
+// constants (mfu 0.5, mbu 0.8, overhead 1 ms, no v1 terms) on every card.
+struct RooflineCardDefaults {
+  std::string_view gpu;        // preset name (e.g. "h100-80g")
+  double peak_flops = 0;       // the preset's numbers: a --gpu-spec with another peak or
+  double hbm_bytes_per_s = 0;  // bandwidth under the same name does not match
+  RooflineParams params;       // tensor_parallel_size is set by the caller
+};
+// The fitted defaults for `gpu`, or nullptr when the card has no data (v0, "uncalibrated").
+const RooflineCardDefaults* roofline_card_defaults(const RooflineGpu& gpu);
 
 // time = max(compute, memory) + overhead + comm + cpu, per GPU of a tensor-parallel group:
 //   compute = (2 * P_active * T' + 4 * L * n_heads * d_h * sum(context*new + new^2/2)) / tp
 //             / (peak_flops * mfu)
+//             (lm_head=1: 2 * (P_active - P_embed) * T' + 2 * V * d * B in place of 2 P_active T')
+//   overhead = overhead_ms + seq_us * B          (B = scheduled sequences)
 //   memory  = (W_read(T) / tp + kappa_rank * (sum(context) + T)) / (hbm * mbu)
 //   comm    = with allreduce=1, tp > 1 and a known link, 2 L ring all-reduces of T x hidden x 2
 //             bytes: each 2 (tp-1)/tp x bytes / link (one direction) + a small one's latency
@@ -214,7 +245,9 @@ class RooflineStepTime final : public StepTimeModel {
 };
 
 // Parses a --step-time value: `fixed:MS` or `roofline` optionally followed by
-// `:key=value,...` with keys overhead_ms, mfu, mbu. The roofline uses `model`, `gpu` and `tp`.
+// `:[v0,]key=value,...` (keys: RooflineParams). The roofline uses `model`, `gpu` and `tp`; it
+// starts from the card's fitted defaults (roofline_card_defaults) unless the card has none or the
+// list starts with `v0` (the historical constants, byte for byte today's outputs); keys override.
 // Throws std::invalid_argument naming the spec and the bad part, e.g.
 //   --step-time 'roofline:mfu=2': mfu must be in (0, 1], got 2
 std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
