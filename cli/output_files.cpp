@@ -38,13 +38,25 @@ class FdBuf : public std::streambuf {
     return traits_type::not_eof(c);
   }
   int sync() override { return drain() ? 0 : -1; }
+  // A block at least as large as the buffer (the CSV writers' 256 KiB chunks) is written
+  // straight from the caller's memory after what is buffered, not copied through the buffer.
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (n < static_cast<std::streamsize>(sizeof buf_)) return std::streambuf::xsputn(s, n);
+    if (!drain() || !write_all(s, static_cast<size_t>(n))) return 0;
+    return n;
+  }
 
  private:
   bool drain() {
+    if (!write_all(pbase(), static_cast<size_t>(pptr() - pbase()))) return false;
+    setp(buf_, buf_ + sizeof buf_);
+    return true;
+  }
+  bool write_all(const char* p, size_t size) {
     if (error_ != 0) return false;
-    const char* p = pbase();
-    while (p < pptr()) {
-      const ssize_t n = ::write(fd_, p, static_cast<size_t>(pptr() - p));
+    const char* const end = p + size;
+    while (p < end) {
+      const ssize_t n = ::write(fd_, p, static_cast<size_t>(end - p));
       if (n < 0) {
         // A signal during a blocked write (a FIFO or pipe nobody reads) ends it when it is an
         // interrupt (the handlers do not restart system calls), else the write is retried.
@@ -54,7 +66,6 @@ class FdBuf : public std::streambuf {
       }
       p += n;
     }
-    setp(buf_, buf_ + sizeof buf_);
     return true;
   }
   int fd_;
@@ -274,6 +285,14 @@ std::ostream& OutputFiles::stream(const std::string& flag) {
   Entry& e = get(flag);
   if (!e.stream) throw std::logic_error("OutputFiles: " + flag + " was not opened");
   return *e.stream;
+}
+
+bool OutputFiles::renamed_at_commit(const std::string& flag) const {
+  const Entry* e = find(flag);
+  if (e == nullptr || !e->stream) {
+    throw std::logic_error("OutputFiles: " + flag + " was not registered and opened");
+  }
+  return !e->temp.empty();
 }
 
 const std::string& OutputFiles::write_path(const std::string& flag) {

@@ -56,6 +56,12 @@ class OutputFiles {
   // registered and opened.
   std::ostream& stream(const std::string& flag);
 
+  // Whether `flag`'s bytes go to a temporary file that only commit_all() renames over the
+  // destination (a regular file or a new path), so nothing written before a failure is ever
+  // seen: false for stdout and for a file written in place (/dev/null, a FIFO). Such an output
+  // may be written while the run goes (replay's streamed --timeline). Needs open_all().
+  bool renamed_at_commit(const std::string& flag) const;
+
   // The path `flag`'s bytes go to until commit_all(): the temporary file, or the destination
   // when it is written in place. For an output another program writes (size --plot's script);
   // std::logic_error for stdout or an output not opened.

@@ -130,7 +130,19 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
       std::fflush(stderr);
     }
   };
-  const run::ReplayOutcome out = run::run_replay_job(prepared, progress);
+  // A plain replay whose timeline has no other use than --timeline into a file streams the rows
+  // to it as the steps are logged instead of holding them (issue 27: 350k rows on a whole Azure
+  // replay); the bytes are the same. Only into a temporary file renamed at the end: a failed or
+  // interrupted replay leaves nothing behind either way, while stdout or a FIFO would see part
+  // of the rows.
+  std::optional<TimelineCsvWriter> timeline_writer;
+  if (job.record_timeline && !job.cluster && o.plot_path.empty() && o.metrics_path.empty() &&
+      o.vllm_log_path.empty() && outputs.requested("--timeline") &&
+      outputs.renamed_at_commit("--timeline")) {
+    timeline_writer.emplace(outputs.stream("--timeline"));
+  }
+  const run::ReplayOutcome out =
+      run::run_replay_job(prepared, progress, 0, timeline_writer ? &*timeline_writer : nullptr);
   const ReplayResult& result = out.result();
 
   // The human report goes to stdout unless an output file already does.
@@ -140,7 +152,11 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
     outputs.finish("--json");
   }
   if (outputs.requested("--timeline")) {
-    write_timeline(outputs.stream("--timeline"), out);
+    if (timeline_writer) {
+      timeline_writer->finish();
+    } else {
+      write_timeline(outputs.stream("--timeline"), out);
+    }
     outputs.finish("--timeline");
   }
   if (outputs.requested("--requests")) {

@@ -192,12 +192,23 @@ ReplayJob prepare_replay(const ReplayOptions& options, const Trace& trace,
 }
 
 ReplayOutcome run_replay_job(const ReplayJob& job, const ProgressCallback& progress,
-                             int64_t progress_every_steps) {
+                             int64_t progress_every_steps, TimelineSink* timeline_sink) {
   ReplayConfig rc = job.config;
   if (progress_every_steps > 0) rc.progress_every_steps = progress_every_steps;
+  if (timeline_sink != nullptr) {
+    if (job.cluster) {
+      throw std::invalid_argument(
+          "a cluster replay merges its replicas' timelines: it cannot stream them to a sink");
+    }
+    if (!rc.record_timeline) {
+      throw std::invalid_argument("a timeline sink needs the job's record_timeline");
+    }
+  }
+  rc.timeline_sink = timeline_sink;
   const KvBackendConfig& bc = job.backend_config;
   ReplayOutcome out;
   out.job = &job;
+  out.timeline_streamed = timeline_sink != nullptr;
   if (job.cluster) {
     // The cluster engine builds its replicas' backends itself (one, with replicas=1).
     const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
@@ -254,7 +265,7 @@ namespace {
 template <typename Write>
 void write_sampled(const ReplayOutcome& out, double interval_s, const Write& write) {
   const ReplayJob& job = *out.job;
-  if (!job.options.record_timeline || !job.options.record_requests) {
+  if (!job.options.record_timeline || !job.options.record_requests || out.timeline_streamed) {
     throw std::logic_error("the metrics and the vLLM log need the timeline and request records");
   }
   MetricsSampling sampling;

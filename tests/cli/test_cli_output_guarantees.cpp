@@ -218,6 +218,55 @@ TEST_F(CliOutputs, SighupStopsAReplayLikeSigterm) {
   EXPECT_EQ(temporaries(), 0);
 }
 
+// --- the streamed timeline (issue 27) -----------------------------------------------------
+
+// --timeline into a file is written while the replay runs (a plain replay with no --plot,
+// --metrics or --vllm-log); into stdout, or next to --metrics, the rows are held and written at
+// the end. The bytes are the same, sync and async, whole trace (--requests) and streamed trace.
+TEST_F(CliOutputs, AStreamedTimelineHasTheHeldBytes) {
+  const std::string trace = write("long.csv", long_trace_text());
+  for (const std::string mode : {"", "--no-async-scheduling"}) {
+    for (const std::string& requests : {std::string(), (dir_ / "r.csv").string()}) {
+      const std::string base = cat({"replay ", trace, " --step-time fixed:5 --no-progress ", mode,
+                                    requests.empty() ? "" : cat({" --requests ", requests})});
+      const std::string streamed = (dir_ / "streamed.csv").string();
+      const std::string held = (dir_ / "held.csv").string();
+      ASSERT_EQ(run_kvsim(cat({base, " --timeline ", streamed}), ">/dev/null 2>&1").status, 0);
+      ASSERT_EQ(
+          run_kvsim(cat({base, " --timeline ", held, " --metrics ", (dir_ / "m.txt").string()}),
+                    ">/dev/null 2>&1")
+              .status,
+          0);
+      const CliRun to_stdout = run_kvsim(cat({base, " --timeline -"}), "2>/dev/null");
+      ASSERT_EQ(to_stdout.status, 0);
+      const std::string want = slurp(held);
+      EXPECT_GT(want.size(), 20000u);
+      EXPECT_EQ(slurp(streamed), want) << mode << requests;
+      EXPECT_EQ(to_stdout.out, want) << mode << requests;
+      EXPECT_EQ(temporaries(), 0);
+    }
+  }
+}
+
+// A streamed timeline lands only when the whole command succeeds: a replay stopped by a signal
+// after rows were written (SighupStopsAReplayLikeSigterm) or one that fails at the end leaves
+// the previous file and no temporary.
+TEST_F(CliOutputs, AStreamedTimelineOfAFailedReplayChangesNothing) {
+  const std::string trace = write("long.csv", long_trace_text());
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string out = write("t.csv", "previous timeline\n");
+  // --json /dev/full is written in place after the replay and fails (ENOSPC) once the timeline's
+  // rows are all in its temporary file.
+  const CliRun r = run_kvsim(cat({"replay ", trace, " --step-time fixed:5 --no-progress",
+                                  " --json /dev/full --timeline ", out}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--json /dev/full: cannot write: No space left on device"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(out), "previous timeline\n");
+  EXPECT_EQ(temporaries(), 0);
+}
+
 // --- a path that is stdout counts as "-" ---------------------------------------------------
 
 TEST_F(CliOutputs, DevStdoutIsADuplicateOfDash) {

@@ -173,5 +173,42 @@ TEST(ReplayOutcome, MetricsStartDefaultsToTheTracesClock) {
   EXPECT_EQ(first_metrics_stamp(run_replay_job(fixed)), "1735689600.000");
 }
 
+// run_replay_job's timeline sink: the plain replay streams the held bytes and keeps no rows;
+// a cluster job and a job without record_timeline refuse one; the metrics then refuse too.
+TEST(ReplayOutcome, ATimelineSinkStreamsTheHeldRows) {
+  TraceReadOptions read;
+  read.max_requests = 300;
+  const Trace trace = read_trace(kTrace, read);
+  ReplayOptions o;
+  o.record_timeline = o.record_requests = true;
+  const ReplayJob job = prepare_replay(o, trace, read);
+  const ReplayOutcome held = run_replay_job(job);
+  std::ostringstream want;
+  write_timeline_csv(want, held.result().timeline);
+  std::ostringstream got;
+  TimelineCsvWriter writer(got);
+  const ReplayOutcome streamed = run_replay_job(job, {}, 0, &writer);
+  writer.finish();
+  EXPECT_TRUE(streamed.timeline_streamed);
+  EXPECT_FALSE(held.timeline_streamed);
+  EXPECT_TRUE(streamed.result().timeline.empty());
+  EXPECT_EQ(got.str(), want.str());
+  EXPECT_EQ(streamed.result().requests.size(), held.result().requests.size());
+  std::ostringstream metrics;
+  EXPECT_THROW(streamed.write_metrics(metrics), std::logic_error);
+  EXPECT_THROW(streamed.write_vllm_log(metrics), std::logic_error);
+
+  ReplayOptions no_rows = o;
+  no_rows.record_timeline = false;
+  const ReplayJob quiet = prepare_replay(no_rows, trace, read);
+  std::ostringstream sink_os;
+  TimelineCsvWriter sink(sink_os);
+  EXPECT_THROW((void)run_replay_job(quiet, {}, 0, &sink), std::invalid_argument);
+  ReplayOptions cluster = o;
+  cluster.cluster = ClusterOptions{};
+  const ReplayJob one = prepare_replay(cluster, trace, read);
+  EXPECT_THROW((void)run_replay_job(one, {}, 0, &sink), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace kvsim::run

@@ -401,6 +401,10 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
   row.swap_out_blocks = static_cast<int32_t>(out.swap_out.size());
   row.swap_in_blocks = static_cast<int32_t>(out.swap_in.size());
   row.host_slots_used = sched_.num_used_host_slots();
+  if (timeline_sink_ != nullptr) {
+    timeline_sink_->add(row);
+    return;
+  }
   if (timeline_.size() == timeline_.capacity()) grow_timeline(timeline_);
   timeline_.push_back(row);
 }

@@ -1,5 +1,6 @@
 // Timeline and per-request CSV writers.
 #include <ostream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -99,14 +100,35 @@ char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_r
 
 }  // namespace detail
 
-void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows) {
-  os << detail::kTimelineCsvHeader << "\n";
-  fmt::memory_buffer buf;
-  for (const TimelineRow& r : rows) {
-    detail::end_row(buf, detail::put_timeline_row(detail::begin_row(buf), r));
-    detail::flush_csv(os, buf);
+TimelineCsvWriter::TimelineCsvWriter(std::ostream& os)
+    : os_(os), buf_(new char[detail::kCsvFlushBytes + detail::kMaxCsvRow]) {
+  os_ << detail::kTimelineCsvHeader << "\n";
+}
+
+TimelineCsvWriter::~TimelineCsvWriter() = default;
+
+void TimelineCsvWriter::add(const TimelineRow& row) {
+  if (finished_) throw std::logic_error("TimelineCsvWriter: add() after finish()");
+  char* const begin = buf_.get();
+  size_ = static_cast<size_t>(detail::put_timeline_row(begin + size_, row) - begin);
+  ++rows_;
+  if (size_ >= detail::kCsvFlushBytes) {
+    os_.write(begin, static_cast<std::streamsize>(size_));
+    size_ = 0;
   }
-  detail::flush_csv(os, buf, /*force=*/true);
+}
+
+void TimelineCsvWriter::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (size_ > 0) os_.write(buf_.get(), static_cast<std::streamsize>(size_));
+  size_ = 0;
+}
+
+void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows) {
+  TimelineCsvWriter writer(os);
+  for (const TimelineRow& r : rows) writer.add(r);
+  writer.finish();
 }
 
 void write_requests_csv(std::ostream& os, std::span<const RequestRecord> records) {

@@ -46,8 +46,33 @@ inline void flush_csv(std::ostream& os, fmt::memory_buffer& buf, bool force = fa
   buf.clear();
 }
 
-// fmt's "{}" of an integer.
+// "00" .. "99": two digits per lookup.
+inline constexpr char kDigitPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+inline char* put_pair(char* p, uint32_t v) {  // v < 100, always two digits
+  std::memcpy(p, kDigitPairs + 2 * v, 2);
+  return p + 2;
+}
+
+// fmt's "{}" of an integer. Per-step rows are mostly small counts, written inline (no call, no
+// length loop); larger and negative values go to std::to_chars.
 inline char* put_int(char* p, int64_t v) {
+  if (static_cast<uint64_t>(v) < 10) {
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  if (static_cast<uint64_t>(v) < 100) return put_pair(p, static_cast<uint32_t>(v));
+  if (static_cast<uint64_t>(v) < 10000) {
+    const auto u = static_cast<uint32_t>(v);
+    if (u >= 1000) {
+      p = put_pair(p, u / 100);
+    } else {
+      *p++ = static_cast<char>('0' + u / 100);
+    }
+    return put_pair(p, u % 100);
+  }
   return std::to_chars(p, p + 21, v).ptr;
 }
 inline char* put_text(char* p, std::string_view s) {
@@ -60,12 +85,14 @@ inline char* put_seconds(char* p, int64_t ns) {
   if (ns < 0) return p;
   p = put_int(p, ns / 1'000'000'000);
   *p++ = '.';
-  auto frac = static_cast<uint32_t>(ns % 1'000'000'000);
-  for (int k = 8; k >= 0; --k) {
-    p[k] = static_cast<char>('0' + frac % 10);
-    frac /= 10;
-  }
-  return p + 9;
+  const auto frac = static_cast<uint32_t>(ns % 1'000'000'000);
+  const uint32_t hi = frac / 100'000;  // the first 4 of the 9 digits
+  const uint32_t lo = frac % 100'000;  // the last 5
+  p = put_pair(p, hi / 100);
+  p = put_pair(p, hi % 100);
+  *p++ = static_cast<char>('0' + lo / 10'000);
+  p = put_pair(p, lo / 100 % 100);
+  return put_pair(p, lo % 100);
 }
 
 // One line each, '\n'-terminated, at p (begin_row); returns its end.

@@ -107,6 +107,7 @@ struct ReplayOutcome {
   ReplayResult plain;                    // the plain replay (empty for a cluster)
   std::optional<ClusterResult> cluster;  // the cluster replay
   const ReplayJob* job = nullptr;
+  bool timeline_streamed = false;  // the rows went to a TimelineSink: result().timeline is empty
 
   const ReplayResult& result() const { return cluster ? cluster->cluster : plain; }
   ReplayResult& result() { return cluster ? cluster->cluster : plain; }
@@ -136,8 +137,13 @@ struct ReplayOutcome {
 };
 
 // Runs the replay. `progress` is called every `progress_every_steps` steps (0: the engine's
-// default) and at the end; it is where a front end stops a run (by throwing).
+// default) and at the end; it is where a front end stops a run (by throwing). `timeline_sink`
+// (plain replays with record_timeline only; std::invalid_argument for a cluster job): the rows go
+// to it as the replay logs them (ReplayConfig::timeline_sink, e.g. a TimelineCsvWriter) and
+// result().timeline stays empty, so the outcome's write_metrics / write_vllm_log refuse
+// (timeline_streamed).
 ReplayOutcome run_replay_job(const ReplayJob& job, const ProgressCallback& progress = {},
-                             int64_t progress_every_steps = 0);
+                             int64_t progress_every_steps = 0,
+                             TimelineSink* timeline_sink = nullptr);
 
 }  // namespace kvsim::run

@@ -50,9 +50,25 @@
 
 namespace kvsim {
 
+struct TimelineRow;
+
+// Takes the timeline rows as a replay logs them (ReplayConfig::timeline_sink), in step order.
+// An exception from add() ends the replay as any other error does.
+class TimelineSink {
+ public:
+  virtual ~TimelineSink() = default;
+  virtual void add(const TimelineRow& row) = 0;
+};
+
 struct ReplayConfig {
   SchedulerConfig scheduler;
-  bool record_timeline = true;    // one TimelineRow per logged step
+  bool record_timeline = true;  // one TimelineRow per logged step
+  // With record_timeline: each row goes to this sink as the step is logged instead of into
+  // ReplayResult::timeline, which stays empty, so a writer streams the rows (the CLI's
+  // --timeline, issue 27) and memory does not grow with the steps. The rows and every other
+  // result are the same either way. Honoured by run_replay (both drivers); a cluster replay
+  // (run_cluster_replay) merges its replicas' held rows and must not be given one. Not owned.
+  TimelineSink* timeline_sink = nullptr;
   bool record_requests = true;    // keep every RequestRecord in the result
   bool check_invariants = false;  // KVCacheManager::check_invariants() after every step (tests)
   // Speed only, never behaviour: steady decodes are scheduled and updated lazily, so a step

@@ -124,7 +124,10 @@ class ReplicaEngine {
   ReplaySummary& summary() { return summary_; }
   const ReplaySummary& summary() const { return summary_; }
   const ReplayStepSums& step_sums() const { return sums_; }
+  // The rows logged so far; empty when they go to a sink (set_timeline_sink).
   std::vector<TimelineRow>& timeline() { return timeline_; }
+  // From now on, hand each timeline row to `sink` instead of holding it (null: hold them).
+  void set_timeline_sink(TimelineSink* sink) { timeline_sink_ = sink; }
 
  private:
   bool has_work() const;
@@ -184,6 +187,7 @@ class ReplicaEngine {
   std::array<int64_t, 2> end_ns_{};
   int64_t gpu_free_ns_ = 0;
   std::vector<int64_t>* done_log_ = nullptr;
+  TimelineSink* timeline_sink_ = nullptr;
   mutable std::vector<std::vector<BlockId>> probe_scratch_;  // hybrid layouts' probe
 };
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <span>
 #include <string>
@@ -67,6 +68,32 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
 //  admission_stop,swap_out_blocks,swap_in_blocks,host_slots_used" then one row per TimelineRow.
 //  Times are exact decimal seconds.
 void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows);
+
+// The same CSV written as the rows come: the header at construction, then each row formatted
+// straight into one buffer (std::to_chars, no per-field strings) that goes out in 256 KiB
+// chunks, the rest at finish(). write_timeline_csv is this writer over a span, so both give the
+// same bytes. As a replay's ReplayConfig::timeline_sink it writes the timeline during the replay
+// instead of from 350k held rows (the CLI's --timeline, issue 27). A failed write is the
+// stream's state, the caller's to check; rows still buffered when the writer is destroyed
+// without finish() (an error, an interrupt) are dropped.
+class TimelineCsvWriter final : public TimelineSink {
+ public:
+  explicit TimelineCsvWriter(std::ostream& os);
+  TimelineCsvWriter(const TimelineCsvWriter&) = delete;
+  TimelineCsvWriter& operator=(const TimelineCsvWriter&) = delete;
+  ~TimelineCsvWriter() override;
+  void add(const TimelineRow& row) override;
+  // Writes the rows still buffered (once, after the last row; add() may not follow).
+  void finish();
+  int64_t rows() const { return rows_; }
+
+ private:
+  std::ostream& os_;
+  std::unique_ptr<char[]> buf_;
+  size_t size_ = 0;
+  int64_t rows_ = 0;
+  bool finished_ = false;
+};
 
 // One row per request: ids, lengths, clock times, latencies, preemptions, token counts, status,
 // swap-outs (last column).

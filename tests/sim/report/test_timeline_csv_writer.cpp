@@ -1,0 +1,270 @@
+// The streamed timeline (issue 27): TimelineCsvWriter as a replay's ReplayConfig::timeline_sink
+// writes, during the replay, the same bytes as write_timeline_csv over the held rows, for both
+// replay drivers (whole trace and streamed trace), sync and async, swap mode included, and over
+// many 256 KiB flushes; the held timeline stays empty; an exception from the sink ends the
+// replay; rows buffered at an error are not written.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kvsim/core/kv_backend.h"
+#include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
+#include "kvsim/sim/report/report.h"
+#include "kvsim/sim/traces/trace.h"
+#include "kvsim/sim/traces/trace_stream.h"
+#include "random_trace.h"
+
+namespace kvsim {
+namespace {
+
+std::string bundled(const std::string& name) {
+  return std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
+}
+
+std::string held_csv(const ReplayResult& r) {
+  std::ostringstream os;
+  write_timeline_csv(os, r.timeline);
+  return os.str();
+}
+
+ReplayConfig small_config(bool async_scheduling) {
+  ReplayConfig c;
+  SchedulerConfig& sc = c.scheduler;
+  sc.block_size = 16;
+  sc.num_gpu_blocks = 400;
+  sc.max_model_len = 8192;
+  sc.max_num_batched_tokens = 2048;
+  sc.max_num_seqs = 64;
+  sc.async_scheduling = async_scheduling;
+  c.record_timeline = true;
+  c.record_requests = false;
+  return c;
+}
+
+// A row of every field set (wide values, every admission stop), so the writer's formatting is
+// the held writer's over the whole range.
+TimelineRow odd_row(int64_t i) {
+  TimelineRow r;
+  r.step = i;
+  r.time_ns = i * 1'000'000'007 + (i % 3 == 0 ? INT64_C(9'000'000'000'000'000'000) : 0);
+  r.duration_ns = i % 7;
+  r.running = static_cast<int32_t>(i % 1000);
+  r.waiting = INT32_MAX - static_cast<int32_t>(i % 5);
+  r.scheduled_reqs = -1;
+  r.scheduled_tokens = INT64_MAX - i;
+  r.prefill_tokens = i * 13;
+  r.decode_tokens = 0;
+  r.used_blocks = static_cast<int32_t>(i);
+  r.free_blocks = INT32_MIN + static_cast<int32_t>(i % 9);
+  r.cached_blocks = INT64_MIN + i;
+  r.padding_tokens = i % 16;
+  r.preemptions = static_cast<int32_t>(i % 2);
+  r.admission_stop = static_cast<AdmissionStop>(i % 5);
+  r.swap_out_blocks = 3;
+  r.swap_in_blocks = 4;
+  r.host_slots_used = i * 1000;
+  return r;
+}
+
+TEST(TimelineCsvWriter, RowByRowEqualsTheHeldWriterAcrossManyFlushes) {
+  std::vector<TimelineRow> rows;
+  for (int64_t i = 0; i < 40'000; ++i) rows.push_back(odd_row(i));  // ~5 MB: 20 flushes
+  std::ostringstream held;
+  write_timeline_csv(held, rows);
+  std::ostringstream streamed;
+  TimelineCsvWriter w(streamed);
+  EXPECT_EQ(streamed.str().find('\n') + 1, streamed.str().size()) << "the header comes first";
+  for (const TimelineRow& r : rows) w.add(r);
+  EXPECT_LT(streamed.str().size(), held.str().size()) << "rows are buffered until finish()";
+  w.finish();
+  w.finish();  // a second finish writes nothing
+  EXPECT_EQ(w.rows(), 40'000);
+  EXPECT_EQ(streamed.str(), held.str());
+  EXPECT_THROW(w.add(rows[0]), std::logic_error);
+  // No rows: the header alone.
+  std::ostringstream empty_held;
+  write_timeline_csv(empty_held, {});
+  std::ostringstream empty;
+  TimelineCsvWriter(empty).finish();
+  EXPECT_EQ(empty.str(), empty_held.str());
+}
+
+// The row formatter (digit pairs for small values, std::to_chars beyond) against fmt's "{}" and
+// format_seconds, field by field, over every width and sign.
+std::string fmt_row(const TimelineRow& r) {
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.step,
+                     format_seconds(r.time_ns), format_seconds(r.duration_ns), r.running, r.waiting,
+                     r.scheduled_reqs, r.scheduled_tokens, r.prefill_tokens, r.decode_tokens,
+                     r.used_blocks, r.free_blocks, r.cached_blocks, r.padding_tokens, r.preemptions,
+                     to_string(r.admission_stop), r.swap_out_blocks, r.swap_in_blocks,
+                     r.host_slots_used);
+}
+
+TEST(TimelineCsvWriter, FieldsAreFmtsDecimalText) {
+  std::vector<int64_t> values = {0,     1,      9,         10,        11,        99,       100,
+                                 101,   999,    1000,      1001,      9999,      10000,    10001,
+                                 99999, 100000, -1,        -9,        -10,       -99,      -100,
+                                 -9999, -10000, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
+  std::mt19937_64 rng(27);
+  for (int i = 0; i < 2000; ++i) {
+    const int digits = std::uniform_int_distribution<int>(0, 18)(rng);
+    int64_t v = std::uniform_int_distribution<int64_t>(0, 9)(rng);
+    for (int d = 0; d < digits; ++d) v = v * 10 + std::uniform_int_distribution<int64_t>(0, 9)(rng);
+    values.push_back(i % 3 == 0 ? -v : v);
+  }
+  const auto i32 = [](int64_t v) { return static_cast<int32_t>(v); };
+  std::vector<TimelineRow> rows;
+  std::string want;
+  for (size_t k = 0; k < values.size(); ++k) {
+    const int64_t v = values[k];
+    const int64_t w = values[(k * 7 + 3) % values.size()];
+    TimelineRow r;
+    r.step = v;
+    r.time_ns = w;  // negative: empty, as format_seconds
+    r.duration_ns = v < 0 ? -(v + 1) : v;
+    r.running = i32(v);
+    r.waiting = i32(w);
+    r.scheduled_reqs = i32(v / 7);
+    r.scheduled_tokens = w;
+    r.prefill_tokens = v / 3;
+    r.decode_tokens = -v / 11;
+    r.used_blocks = i32(w / 5);
+    r.free_blocks = i32(v % 100000);
+    r.cached_blocks = w / 13;
+    r.padding_tokens = v % 1000;
+    r.preemptions = i32(w % 10000);
+    r.admission_stop = static_cast<AdmissionStop>(k % 5);
+    r.swap_out_blocks = i32(v % 10);
+    r.swap_in_blocks = i32(w % 100);
+    r.host_slots_used = v / 2;
+    rows.push_back(r);
+    want += fmt_row(r);
+  }
+  for (int64_t ns : {INT64_C(999'999'999), INT64_C(1'000'000'000), INT64_C(1'000'000'001),
+                     INT64_C(10'000'000), INT64_C(123'456'789'012), INT64_C(9'999'999'999'999)}) {
+    TimelineRow r;
+    r.time_ns = ns;
+    r.duration_ns = ns / 7;
+    rows.push_back(r);
+    want += fmt_row(r);
+  }
+  std::ostringstream os;
+  write_timeline_csv(os, rows);
+  const std::string got = os.str();
+  ASSERT_EQ(got.substr(got.find('\n') + 1), want);
+}
+
+TEST(TimelineCsvWriter, RowsNotFinishedAreNotWritten) {
+  std::ostringstream os;
+  {
+    TimelineCsvWriter w(os);
+    w.add(odd_row(1));
+  }
+  std::ostringstream header_only;
+  write_timeline_csv(header_only, {});
+  EXPECT_EQ(os.str(), header_only.str());
+}
+
+// The sink against the held timeline on random traces (both drivers, both modes, swap too).
+TEST(TimelineSink, RandomReplaysStreamTheHeldBytes) {
+  std::mt19937_64 rng(20261202);
+  for (int i = 0; i < 60; ++i) {
+    const Trace t = test::random_trace(rng, test::DrawOrder::kInputFirst);
+    ReplayConfig c = small_config(i % 2 == 0);
+    c.scheduler.num_gpu_blocks = static_cast<int32_t>(8 + i % 30);
+    c.scheduler.max_model_len = 128;
+    c.scheduler.max_num_batched_tokens = i % 3 == 0 ? 64 : 256;
+    c.scheduler.max_num_seqs = 2 + i % 7;
+    c.scheduler.enable_prefix_caching = i % 3 != 0;
+    if (i % 4 == 3) {
+      c.scheduler.preemption_mode = PreemptionMode::SWAP;
+      c.scheduler.num_host_swap_slots = 16;
+      c.swap_bytes_per_block = 1 << 20;
+    }
+    c.record_requests = true;
+    FixedStepTime step(10.0);
+    NullKvBackend null;
+    const ReplayResult held = run_replay(c, t, null, step);
+    std::ostringstream os;
+    TimelineCsvWriter w(os);
+    ReplayConfig sc = c;
+    sc.timeline_sink = &w;
+    const ReplayResult streamed = run_replay(sc, t, null, step);
+    w.finish();
+    EXPECT_TRUE(streamed.timeline.empty()) << "trace " << i;
+    EXPECT_EQ(w.rows(), static_cast<int64_t>(held.timeline.size())) << "trace " << i;
+    ASSERT_EQ(os.str(), held_csv(held)) << "trace " << i;
+    EXPECT_EQ(streamed.summary.steps, held.summary.steps) << "trace " << i;
+    EXPECT_EQ(streamed.requests.size(), held.requests.size()) << "trace " << i;
+  }
+}
+
+// A bundled trace of thousands of steps, through the whole-trace and the streaming driver.
+TEST(TimelineSink, BothDriversStreamTheHeldBytesOfABundledTrace) {
+  const std::string path = bundled("BurstGPT_1.head400.csv");
+  const Trace whole = read_trace(path);
+  const std::optional<TraceStream> stream = TraceStream::open(path);
+  ASSERT_TRUE(stream.has_value());
+  for (const bool async_scheduling : {true, false}) {
+    const ReplayConfig c = small_config(async_scheduling);
+    FixedStepTime step(10.0);
+    NullKvBackend null;
+    const ReplayResult held = run_replay(c, whole, null, step);
+    ASSERT_GT(held.timeline.size(), 1000u);
+    const std::string want = held_csv(held);
+    for (const bool use_stream : {false, true}) {
+      std::ostringstream os;
+      TimelineCsvWriter w(os);
+      ReplayConfig sc = c;
+      sc.timeline_sink = &w;
+      const ReplayResult r =
+          use_stream ? run_replay(sc, *stream, null, step) : run_replay(sc, whole, null, step);
+      w.finish();
+      EXPECT_TRUE(r.timeline.empty());
+      EXPECT_EQ(r.summary.steps, held.summary.steps);
+      EXPECT_EQ(os.str(), want) << "async " << async_scheduling << " stream " << use_stream;
+    }
+  }
+}
+
+struct ThrowingSink : TimelineSink {
+  int64_t rows = 0;
+  void add(const TimelineRow&) override {
+    if (++rows == 10) throw std::runtime_error("disk on fire");
+  }
+};
+
+TEST(TimelineSink, AnExceptionFromTheSinkEndsTheReplay) {
+  const Trace whole = read_trace(bundled("BurstGPT_1.head400.csv"));
+  ReplayConfig c = small_config(true);
+  ThrowingSink sink;
+  c.timeline_sink = &sink;
+  FixedStepTime step(10.0);
+  NullKvBackend null;
+  EXPECT_THROW(run_replay(c, whole, null, step), std::runtime_error);
+  EXPECT_EQ(sink.rows, 10);
+}
+
+TEST(TimelineSink, NoRowsWithoutRecordTimeline) {
+  const Trace whole = read_trace(bundled("BurstGPT_1.head400.csv"));
+  ReplayConfig c = small_config(false);
+  c.record_timeline = false;
+  ThrowingSink sink;
+  c.timeline_sink = &sink;
+  FixedStepTime step(10.0);
+  NullKvBackend null;
+  const ReplayResult r = run_replay(c, whole, null, step);
+  EXPECT_GT(r.summary.steps, 0);
+  EXPECT_EQ(sink.rows, 0);
+}
+
+}  // namespace
+}  // namespace kvsim
