@@ -16,6 +16,16 @@ from stats import METRICS, STATS, median
 
 REPO = validate.REPO
 BLIS = "calibration/physics/h100-vllm-blis.json"
+ROOFLINE_FIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "roofline_fit.json")
+SPEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "speed.json")
+
+
+def read_optional(path):
+    """A JSON file the page shows when present (fit_roofline.py's fit, speed.py's timings)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def read_index(folds_dir):
@@ -31,9 +41,14 @@ def read_index(folds_dir):
 def kinds(index):
     """[(key, label, {run: --step-time})]; (d) only when the index has the all-runs fit."""
     fold = {f["held_out"]: "physics:" + f["file"] for f in index["folds"]}
-    out = [("a", "roofline", {r: "roofline" for r in fold}),
-           ("b", "BLIS", {r: "physics:" + BLIS for r in fold}),
-           ("c", "leave one run out", fold)]
+    out = [("a", "roofline (shipped)", {r: "roofline" for r in fold})]
+    rfit = read_optional(ROOFLINE_FIT)
+    if rfit:
+        out.append(("e", "roofline leave one run out",
+                    {f["held_out"]: f["spec"] for f in rfit["folds"]}))
+    out += [("a0", "roofline:v0 (before)", {r: "roofline:v0" for r in fold}),
+            ("b", "BLIS", {r: "physics:" + BLIS for r in fold}),
+            ("c", "leave one run out", fold)]
     if "all_runs" in index:
         out.append(("d", "all runs", {r: "physics:" + index["all_runs"]["file"] for r in fold}))
     return out
@@ -55,7 +70,7 @@ def run_all(runs_dir, kvsim, ks, seed, jobs=2):
     def one(task):
         k, run, spec = task
         kind, _, path = spec.partition(":")
-        if path:  # physics:FILE with FILE relative to the repository
+        if kind == "physics":  # physics:FILE with FILE relative to the repository
             spec = kind + ":" + os.path.join(REPO, path)
         return k, validate.validate_run(runs_dir, run, kvsim, spec, seed)
 
@@ -129,7 +144,8 @@ def build(runs_dir, kvsim, folds_dir, seed):
             "example_command": example,
             "median_abs_error_pct": {k: validate.medians(rows[k]) for k, _, _ in ks},
             "family_median_abs_error_pct": {k: family_medians(rows[k]) for k, _, _ in ks},
-            "folds": fold_coefficients(index), "stages": merged}
+            "folds": fold_coefficients(index), "stages": merged,
+            "roofline_fit": read_optional(ROOFLINE_FIT), "speed": read_optional(SPEED)}
 
 
 def write(runs_dir, kvsim, folds_dir, seed, markdown_path, json_path, command):
