@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,7 +40,8 @@ class FdBuf : public std::streambuf {
   }
   int sync() override { return drain() ? 0 : -1; }
   // A block at least as large as the buffer (the CSV writers' 256 KiB chunks) is written
-  // straight from the caller's memory after what is buffered, not copied through the buffer.
+  // straight from the caller's memory after what is buffered, not copied through the buffer
+  // (still in write() calls of at most kMaxWrite).
   std::streamsize xsputn(const char* s, std::streamsize n) override {
     if (n < static_cast<std::streamsize>(sizeof buf_)) return std::streambuf::xsputn(s, n);
     if (!drain() || !write_all(s, static_cast<size_t>(n))) return 0;
@@ -56,7 +58,7 @@ class FdBuf : public std::streambuf {
     if (error_ != 0) return false;
     const char* const end = p + size;
     while (p < end) {
-      const ssize_t n = ::write(fd_, p, static_cast<size_t>(end - p));
+      const ssize_t n = ::write(fd_, p, std::min(static_cast<size_t>(end - p), kMaxWrite));
       if (n < 0) {
         // A signal during a blocked write (a FIFO or pipe nobody reads) ends it when it is an
         // interrupt (the handlers do not restart system calls), else the write is retried.
@@ -68,9 +70,13 @@ class FdBuf : public std::streambuf {
     }
     return true;
   }
+  // At most 64 KiB per write(): on this project's Linux 6.18 VM (ext4), writing a 30 MB file in
+  // 256 KiB or 1 MiB calls cost 5-8x the kernel time of 64 KiB calls (70-130 ms against 12-17
+  // ms of system time, fsync included; issue 27, bench/RESULTS.md), the same bytes either way.
+  static constexpr size_t kMaxWrite = size_t{1} << 16;
   int fd_;
   int error_ = 0;
-  char buf_[1 << 16];
+  char buf_[kMaxWrite];
 };
 
 struct FileId {
