@@ -57,6 +57,7 @@ import argparse
 import csv
 import hashlib
 import json
+import functools
 import os
 import resource
 import shutil
@@ -103,12 +104,22 @@ def vllm_config(args) -> dict:
     }
 
 
+@functools.lru_cache(maxsize=None)
+def kvsim_has_vllm_version(kvsim: str) -> bool:
+    out = subprocess.run([kvsim, "replay", "--help"], capture_output=True, text=True)
+    return "--vllm-version" in out.stdout
+
+
 def kvsim_args(args, mode: str) -> list[str]:
     a = [args.kvsim, "replay", str(args.trace), "--model", args.model,
          "--num-gpu-blocks-override", str(args.num_gpu_blocks),
          "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
          "--max-num-batched-tokens", str(args.max_num_batched_tokens),
          "--step-time", f"fixed:{args.step_ms:g}", "--no-progress"]
+    # The release the other side runs (kvsim's default became 0.33 in issue 26), when this
+    # kvsim knows the flag.
+    if kvsim_has_vllm_version(args.kvsim):
+        a += ["--vllm-version", args.vllm_release]
     if args.max_requests:
         a += ["--max-requests", str(args.max_requests)]
     a.append("--no-async-scheduling" if mode == "sync" else "--async-scheduling")
@@ -146,7 +157,7 @@ def vllm_replay(args, mode: str, reqs, model_dir: str, timeline: Path | None) ->
     from vllm.v1.request import Request
 
     ModelRunnerOutput = _model_runner_output_cls()
-    h = VllmHarness(Case(f"azure_{mode}", mode, vllm_config(args)), model_dir)
+    h = VllmHarness(Case(f"azure_{mode}", mode, vllm_config(args)), model_dir, args.vllm_release)
     sched = h.scheduler
     pool = sched.kv_cache_manager.block_pool
     hasher = h.block_hasher
@@ -360,6 +371,8 @@ def main() -> int:
                          "thing, in well under a minute")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     args = ap.parse_args()
+    from versions import installed_release  # tools/vllm_conformance/versions.py
+    args.vllm_release = installed_release()[1]  # "0.26" or "0.33": the venv's wheel
     if args.self_check:
         args.max_requests = args.max_requests or 200
         args.repeats = 1
