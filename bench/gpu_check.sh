@@ -22,7 +22,8 @@
 #
 # $OUT ends with at most 7 files (the device tool brings back 8): summary.md, gpu_check.log,
 # cuda_tests.json, bench_cuda.json, bench_host_twin.json, gpu.csv and logs.tar.gz (steps, configure
-# and build logs, full test, benchmark and replay output, nvidia-smi, date, commit).
+# and build logs, full test, benchmark and replay output, nvidia-smi, date, commit, and the measured
+# operator profile logs/gpu_profile/ for `--step-time profile:DIR`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-./gpu-results}
@@ -220,7 +221,7 @@ if [ "$rc" -ne 0 ]; then
 fi
 step configure ok "$t0"
 
-targets=(kvsim_cuda_tests bench_cuda_kernels kvsim bench_cuda_host_twin)
+targets=(kvsim_cuda_tests bench_cuda_kernels kvsim bench_cuda_host_twin kvsim_gpu_profile)
 log "build ${targets[*]} (-j $jobs)"
 t0=$SECONDS
 keep_going=(-k 0) # ninja: build every target that can be built, even after a failure
@@ -232,8 +233,9 @@ tests_bin=$build/tests/kvsim_cuda_tests
 bench_bin=$build/bench/bench_cuda_kernels
 twin_bin=$build/bench/bench_cuda_host_twin
 kvsim_bin=$build/cli/kvsim
+profile_bin=$build/cuda/kvsim_gpu_profile
 absent=""
-for b in "$tests_bin" "$bench_bin" "$kvsim_bin" "$twin_bin"; do [ -x "$b" ] || absent+=" ${b##*/}"; done
+for b in "$tests_bin" "$bench_bin" "$kvsim_bin" "$twin_bin" "$profile_bin"; do [ -x "$b" ] || absent+=" ${b##*/}"; done
 if [ "$rc" -ne 0 ]; then
   grep -E 'error|FAILED' "$LOGS/build.log" | head -20
   step build "$(status_of $rc)" "$t0" "not built:${absent:- none}; log: logs/build.log"
@@ -295,6 +297,48 @@ if [ -x "$bench_bin" ]; then
   fi
 else
   step bench_cuda "not run" "$t0" "bench_cuda_kernels not built"
+fi
+
+# The measured operator profile (docs/step-time-model.md, "Profiling your own card"):
+# kvsim_gpu_profile times cuBLAS GEMMs, the memory-bound operators and the paged KV read at
+# PROFILE_MODEL's per-rank shapes (TP 1, 2, 4, 8) on the coarse token grid (24 points to 4096;
+# the full Vidur grid is the standalone command's default) and writes logs/gpu_profile/ (in
+# logs.tar.gz); then a replay on that profile checks the directory reads back as
+# `--step-time profile:DIR`. Without a GPU the same runs as --dry-run (fake timings, README.md
+# says FAKE), which checks the pipeline only.
+PROFILE_MODEL=llama-3.1-8b
+log "operator profile ($PROFILE_MODEL)"
+t0=$SECONDS
+if [ -x "$profile_bin" ]; then
+  profile_dir=$LOGS/gpu_profile
+  profile_args=(--model "$PROFILE_MODEL" --grid coarse --reps 10 --out "$profile_dir"
+                --commit "$(cat "$LOGS/commit.txt")")
+  [ "$have_gpu" -eq 1 ] || profile_args+=(--dry-run --gpu h200-141g)
+  run_step gpu_profile 60 "$LOGS/gpu_profile.txt" "$profile_bin" "${profile_args[@]}"
+  rc=$?
+  cat "$LOGS/gpu_profile.txt"
+  # stdout's last line: --model M --gpu G --step-time profile:DIR[,attn_mbu=X]
+  use=$(grep -- '--step-time profile:' "$LOGS/gpu_profile.txt" | tail -1)
+  if [ "$rc" -eq 0 ] && [ -n "$use" ] && [ -x "$kvsim_bin" ]; then
+    read -r -a use_args <<<"$use"
+    run_step gpu_profile_replay 30 "$LOGS/gpu_profile_replay.txt" "$kvsim_bin" replay \
+      "$REPLAY_TRACE" --max-requests 32 --no-progress "${use_args[@]}"
+    rc=$?
+    cat "$LOGS/gpu_profile_replay.txt"
+    detail="${use#--model } ($(grep -c . "$profile_dir/mlp.csv") lines of mlp.csv); replay on it: $(status_of $rc)"
+    detail=${detail//$LOGS\//logs/}
+  else
+    detail="$(tail -1 "$LOGS/gpu_profile.txt")"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    step gpu_profile "$(status_of $rc)" "$t0" "$detail; log: logs/gpu_profile.txt"
+  elif [ "$have_gpu" -eq 0 ]; then
+    step gpu_profile "no GPU" "$t0" "dry run, FAKE timings: $detail"
+  else
+    step gpu_profile ok "$t0" "measured: $detail"
+  fi
+else
+  step gpu_profile "not run" "$t0" "kvsim_gpu_profile not built"
 fi
 
 # run_replay NAME BACKEND ARGS...: one end-to-end replay, recorded as logs/replay_NAME.meta.json.
