@@ -136,7 +136,7 @@ TEST(TimelineCsvWriter, FieldsAreFmtsDecimalText) {
     r.scheduled_reqs = i32(v / 7);
     r.scheduled_tokens = w;
     r.prefill_tokens = v / 3;
-    r.decode_tokens = -v / 11;
+    r.decode_tokens = -(v / 11);
     r.used_blocks = i32(w / 5);
     r.free_blocks = i32(v % 100000);
     r.cached_blocks = w / 13;
