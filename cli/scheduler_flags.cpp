@@ -115,10 +115,11 @@ void add_scheduler_options(CLI::App* app, run::SchedulerOptions& o) {
          "Sync scheduling: schedule, run and process each step in turn (vLLM "
          "--no-async-scheduling)")
       ->group(group);
-  app->add_option("--step-time", o.step_time,
-                  "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] | physics:FILE "
-                  "| profile:DIR[,all_reduce=FILE,overhead_ms=..,attn_mfu=..,attn_mbu=..] "
-                  "(docs/step-time-model.md)")
+  app->add_option(
+         "--step-time", o.step_time,
+         "fixed:MS | roofline[:overhead_ms=..,mfu=..,mbu=..] | physics:FILE | calibrated:FILE "
+         "| profile:DIR[,all_reduce=FILE,overhead_ms=..,attn_mfu=..,attn_mbu=..] "
+         "(docs/step-time-model.md)")
       ->capture_default_str()
       ->group(group);
   // vLLM 0.33's engine arguments (the first two refused with --vllm-version 0.26).

@@ -87,6 +87,7 @@ PhysicsCoefficients read_physics_coefficients(const std::string& path) {
   c.validation = string_field(j, path, "validation", false);
   read_numbers(j, path, "beta", 10, 11, c.beta);
   read_numbers(j, path, "alpha", 3, 3, c.alpha);
+  c.from_kvsim_calibrate = j.contains("fit");
   return c;
 }
 

@@ -266,7 +266,7 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec,
     if (kind != "roofline") {
       throw std::invalid_argument(
           fmt::format("unknown model '{}' (expected fixed:MS, roofline[:key=value,...], "
-                      "physics:FILE or profile:DIR)",
+                      "physics:FILE, calibrated:FILE or profile:DIR)",
                       kind));
     }
     if (colon != std::string_view::npos && rest.empty()) {

@@ -78,14 +78,17 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
     return parse_step_time_spec(spec, RooflineModelShape{}, RooflineGpu{}, tp);
   if (spec.starts_with("profile:") || spec == "profile")
     return make_profile_step_time(spec, model, gpu, tp, kv_cache_dtype);
-  if (spec.starts_with("physics:") || spec == "physics") {
-    const std::string_view file =
-        spec.substr(std::min(spec.size(), std::string_view("physics:").size()));
+  // calibrated:FILE is physics:FILE for a file `kvsim calibrate` wrote (it must carry the fit
+  // record, so a published coefficient set is not mistaken for the user's own fit).
+  const bool calibrated = spec.starts_with("calibrated:") || spec == "calibrated";
+  if (calibrated || spec.starts_with("physics:") || spec == "physics") {
+    const std::string_view kind = calibrated ? "calibrated:" : "physics:";
+    const std::string_view file = spec.substr(std::min(spec.size(), kind.size()));
     if (file.empty()) {
-      throw std::invalid_argument(
-          fmt::format("{}: expected physics:FILE (a calibration JSON, e.g. "
-                      "calibration/physics/h100-vllm-blis.json)",
-                      param("step_time", fmt::format("'{}'", spec))));
+      throw std::invalid_argument(fmt::format(
+          "{}: expected {}FILE ({})", param("step_time", fmt::format("'{}'", spec)), kind,
+          calibrated ? "what kvsim calibrate -o FILE wrote"
+                     : "a calibration JSON, e.g. calibration/physics/h100-vllm-blis.json"));
     }
     try {
       const std::string kv_dtype =
@@ -97,9 +100,16 @@ std::unique_ptr<StepTimeModel> parse_step_time_spec(std::string_view spec, const
       const double weight_bytes =
           weight_bytes_total > 0 ? weight_bytes_total : params * dtype_bytes(model.dtype);
       const double kv_element = dtype_bytes(kv_dtype);
+      PhysicsCoefficients c = read_physics_coefficients(std::string(file));
+      if (calibrated && !c.from_kvsim_calibrate) {
+        throw std::invalid_argument(fmt::format(
+            "{}: not written by kvsim calibrate (no \"fit\" record); published coefficients are "
+            "read with physics:FILE",
+            file));
+      }
       return std::make_unique<PhysicsStepTime>(
           physics_shape(model, weight_bytes / params, kv_element), roofline_gpu(gpu), tp,
-          read_physics_coefficients(std::string(file)));
+          std::move(c));
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(
           fmt::format("{}: {}", param("step_time", fmt::format("'{}'", spec)), e.what()));

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/model_presets.h"
 #include "kvsim/sim/engine/physics_step_time.h"
 #include "kvsim/sim/engine/replay.h"
+#include "kvsim/sim/engine/step_time_model.h"
 #include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
@@ -138,6 +140,31 @@ std::string write_temp(const std::string& name, const std::string& text) {
   const auto p = std::filesystem::temp_directory_path() / name;
   std::ofstream(p) << text;
   return p.string();
+}
+
+// calibrated:FILE reads what kvsim calibrate wrote (a "fit" record) and refuses a published set.
+TEST(PhysicsCalibration, CalibratedSpecNeedsKvsimCalibratesFile) {
+  const ModelSpec& llama = find_model_preset("llama-3.1-8b");
+  const GpuSpec& h100 = find_gpu_preset("h100-80g");
+  EXPECT_FALSE(read_physics_coefficients(shipped()).from_kvsim_calibrate);
+  try {
+    parse_step_time_spec("calibrated:" + shipped(), llama, h100, 1);
+    ADD_FAILURE() << "a published coefficient set was accepted as calibrated:";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("not written by kvsim calibrate"), std::string::npos)
+        << e.what();
+  }
+  std::ifstream in(shipped());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.insert(text.rfind('}'), R"(, "fit": {"method": "test"})");
+  const std::string own = write_temp("kvsim_calibrated_spec.json", text);
+  ASSERT_TRUE(read_physics_coefficients(own).from_kvsim_calibrate);
+  const auto from_calibrated = parse_step_time_spec("calibrated:" + own, llama, h100, 1);
+  const auto from_physics = parse_step_time_spec("physics:" + own, llama, h100, 1);
+  StepWork w;
+  for (int i = 0; i < 8; ++i) w.add_sequence(500, 1, false);
+  EXPECT_DOUBLE_EQ(from_calibrated->estimate(w).total_s, from_physics->estimate(w).total_s);
+  EXPECT_THROW(parse_step_time_spec("calibrated:", llama, h100, 1), std::invalid_argument);
 }
 
 TEST(PhysicsCalibration, BadFilesNameFileAndKey) {

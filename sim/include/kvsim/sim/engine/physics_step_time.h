@@ -38,12 +38,13 @@
 namespace kvsim {
 
 struct PhysicsCoefficients {
-  std::array<double, 10> beta{};  // BLIS order: b1a b2a b3 b4 b5 b6 b7 b8 b1b b2b
-  std::array<double, 3> alpha{};  // a0 queueing, a1 completion, a2 per output token (us)
-  std::string source;             // where the numbers come from
-  std::string gpu;                // card they were fitted on ("" = unstated)
-  std::string validation;         // measured error, as published or as kvsim measured it
-  std::string path;               // the file read
+  std::array<double, 10> beta{};      // BLIS order: b1a b2a b3 b4 b5 b6 b7 b8 b1b b2b
+  std::array<double, 3> alpha{};      // a0 queueing, a1 completion, a2 per output token (us)
+  std::string source;                 // where the numbers come from
+  std::string gpu;                    // card they were fitted on ("" = unstated)
+  std::string validation;             // measured error, as published or as kvsim measured it
+  std::string path;                   // the file read
+  bool from_kvsim_calibrate = false;  // the file has kvsim calibrate's "fit" record
 };
 
 // Reads and validates a calibration file. Throws std::invalid_argument naming the file and the
