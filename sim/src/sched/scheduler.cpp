@@ -154,8 +154,7 @@ void SchedulerOutput::clear() {
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_((validate(config), config)), kv_(kv_config(config)), waiting_(config.policy) {
   lazy_ = config_.lazy_steady_decodes && config_.policy == SchedulingPolicy::FCFS &&
-          config_.preemption_mode == PreemptionMode::RECOMPUTE && kv_.coordinator() == nullptr &&
-          config_.num_lookahead_tokens == 0;
+          kv_.coordinator() == nullptr && config_.num_lookahead_tokens == 0;
   if (config_.preemption_mode == PreemptionMode::SWAP) {
     // Highest slot at the bottom of the stack: slots are handed out 0, 1, 2, ... from the start.
     free_host_slots_.resize(static_cast<size_t>(config_.num_host_swap_slots));

@@ -85,6 +85,7 @@ TEST_P(SteadyDecodeModes, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   int64_t steady_cases = 0;
   int64_t preempting_steady_cases = 0;
+  int64_t swapping_steady_cases = 0;
   int64_t total_steady_steps = 0;
   FixedStepTime fixed(10.0);
   for (int seed = 0; seed < 240; ++seed) {
@@ -102,6 +103,12 @@ TEST_P(SteadyDecodeModes, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
     c.scheduler.long_prefill_token_threshold = pick(0, 3) == 0 ? 8 : 0;
     // Deferred private hashes (the default) or every hash eager.
     c.scheduler.defer_private_block_hashes = pick(0, 2) != 0;
+    // Sync mode: swap preemption too (host slots from none to plenty), as vLLM V0 swapped.
+    if (!GetParam() && pick(0, 2) == 0) {
+      c.scheduler.preemption_mode = PreemptionMode::SWAP;
+      c.scheduler.num_host_swap_slots = pick(0, 3) * 30;
+      c.swap_bytes_per_block = 4096;
+    }
     const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
     const Outputs general = replay(trace, c, false, fixed);
     const Outputs steady = replay(trace, c, true, fixed);
@@ -113,12 +120,19 @@ TEST_P(SteadyDecodeModes, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
     if (steady.steady_steps > 0) {
       ++steady_cases;
       if (general.preemptions > 0) ++preempting_steady_cases;
+      if (general.preemptions > 0 && c.scheduler.preemption_mode == PreemptionMode::SWAP &&
+          c.scheduler.num_host_swap_slots > 0) {
+        ++swapping_steady_cases;
+      }
     }
     total_steady_steps += steady.steady_steps;
   }
   // The property is only interesting where the mode runs, also between preemptions.
   EXPECT_GE(steady_cases, 120);
   EXPECT_GE(preempting_steady_cases, 10);
+  if (!GetParam()) {
+    EXPECT_GE(swapping_steady_cases, 5);
+  }
   EXPECT_GE(total_steady_steps, 20'000);
 }
 

@@ -293,7 +293,8 @@ class Scheduler {
   // step counters are exact; a member's Request counters and its table's held tokens lag until
   // settle_lazy_decodes(). Tokens scheduled implicitly are reported per request through
   // take_unreported_tokens() (the engine's per-request records).
-  // Only for FCFS recompute scheduling (async or sync) on the single full-attention path
+  // Only for FCFS scheduling (async or sync; recompute or swap preemption: a victim departs,
+  // settled, before it is swapped out) on the single full-attention path
   // without lookahead; otherwise the option does nothing.
   bool lazy_decodes_active() const { return lazy_; }
   // Makes every member's counters exact (members stay members).
