@@ -23,20 +23,13 @@
 #include "kvsim/core/param.h"
 #include "kvsim/core/single_type_kv_cache_manager.h"
 
+#include "kv_cache_spec_fixture.h"
+
 namespace kvsim {
 namespace {
 
-constexpr int32_t kBs = 16;
-
-KVCacheSpec spec(KVCacheSpecKind kind, int32_t window = 0) {
-  KVCacheSpec s;
-  s.kind = kind;
-  s.block_size = kBs;
-  s.page_size_bytes = 4096;
-  if (kind == KVCacheSpecKind::kSlidingWindow) s.sliding_window = window;
-  if (kind == KVCacheSpecKind::kChunkedLocalAttention) s.attention_chunk_size = window;
-  return s;
-}
+using core_test::kBs;
+using core_test::spec;
 
 KVCacheManagerConfig config(const std::vector<KVCacheSpec>& specs, int32_t num_blocks,
                             int32_t retention_interval) {
