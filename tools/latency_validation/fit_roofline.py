@@ -216,10 +216,7 @@ def fit(rep, runs, jac_rows, base_obs_all, iterations, lam=1e-3):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs-dir", default=os.path.join(validate.REPO, "calibration",
-                                                       "vllm-h100-runs"))
-    ap.add_argument("--kvsim", default=os.environ.get(
-        "KVSIM_CLI", os.path.join(validate.REPO, "build", "ci", "cli", "kvsim")))
+    validate.add_common_args(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=4)

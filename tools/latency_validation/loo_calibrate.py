@@ -104,9 +104,7 @@ def calibrate(kvsim, inputs, fit, max_evaluations, out, report, cv):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs-dir", default=os.path.join(REPO, "calibration", "vllm-h100-runs"))
-    ap.add_argument("--kvsim", default=os.environ.get(
-        "KVSIM_CLI", os.path.join(REPO, "build", "ci", "cli", "kvsim")))
+    validate.add_common_args(ap)
     ap.add_argument("--work-dir", default=os.path.join(REPO, "build", "latency-validation"),
                     help="run files, traces and fit reports (not committed)")
     ap.add_argument("--folds-dir", default=os.path.join(HERE, "folds"),

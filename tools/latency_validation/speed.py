@@ -31,10 +31,7 @@ SPECS = ["roofline:v0", "roofline"]
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs-dir", default=os.path.join(validate.REPO, "calibration",
-                                                       "vllm-h100-runs"))
-    ap.add_argument("--kvsim", default=os.environ.get(
-        "KVSIM_CLI", os.path.join(validate.REPO, "build", "ci", "cli", "kvsim")))
+    validate.add_common_args(ap)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)

@@ -39,6 +39,13 @@ GPU = "h100-80g"  # H100 SXM5, the runs' card
 GPU_MEMORY_UTILIZATION = "0.9"  # vLLM's default; the runs set none
 
 
+def add_common_args(ap):
+    """--runs-dir and --kvsim, the arguments every script here takes."""
+    ap.add_argument("--runs-dir", default=os.path.join(REPO, "calibration", "vllm-h100-runs"))
+    ap.add_argument("--kvsim", default=os.environ.get(
+        "KVSIM_CLI", os.path.join(REPO, "build", "ci", "cli", "kvsim")))
+
+
 def find_runs(runs_dir, only):
     if not os.path.isdir(runs_dir):
         raise RunError(f"{runs_dir}:1: field 'runs-dir': not a directory")
@@ -207,9 +214,7 @@ def git_commit():
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs-dir", default=os.path.join(REPO, "calibration", "vllm-h100-runs"))
-    ap.add_argument("--kvsim", default=os.environ.get(
-        "KVSIM_CLI", os.path.join(REPO, "build", "ci", "cli", "kvsim")))
+    add_common_args(ap)
     ap.add_argument("--step-time", default="roofline", help="passed to kvsim replay")
     ap.add_argument("--seed", type=int, default=0, help="trace seed (make_trace.py)")
     ap.add_argument("--jobs", type=int, default=2, help="replays at once (default 2)")
