@@ -163,10 +163,11 @@ void write_cluster_timeline_csv(std::ostream& os, std::span<const TimelineRow> r
                                 std::span<const int32_t> replica) {
   os << "replica," << detail::kTimelineCsvHeader << "\n";
   fmt::memory_buffer buf;
+  detail::TimelineRowFormatter formatter;
   for (size_t i = 0; i < rows.size(); ++i) {
     char* p = detail::put_int(detail::begin_row(buf), i < replica.size() ? replica[i] : 0);
     *p++ = ',';
-    detail::end_row(buf, detail::put_timeline_row(p, rows[i]));
+    detail::end_row(buf, formatter.put(p, rows[i]));
     detail::flush_csv(os, buf);
   }
   detail::flush_csv(os, buf, /*force=*/true);

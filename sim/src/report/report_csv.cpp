@@ -1,4 +1,7 @@
 // Timeline and per-request CSV writers.
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <ostream>
 #include <stdexcept>
 
@@ -32,26 +35,101 @@ std::string format_seconds(int64_t ns) {
 
 namespace detail {
 
-char* put_timeline_row(char* p, const TimelineRow& r) {
-  p = put_int(p, r.step);
-  *p++ = ',';
-  p = put_seconds(p, r.time_ns);
-  *p++ = ',';
-  p = put_seconds(p, r.duration_ns);
-  for (const int64_t v :
-       {int64_t{r.running}, int64_t{r.waiting}, int64_t{r.scheduled_reqs}, r.scheduled_tokens,
-        r.prefill_tokens, r.decode_tokens, int64_t{r.used_blocks}, int64_t{r.free_blocks},
-        r.cached_blocks, r.padding_tokens, int64_t{r.preemptions}}) {
-    *p++ = ',';
-    p = put_int(p, v);
+namespace {
+
+enum class FieldKind : uint8_t { kInt, kSeconds, kStop };
+// The timeline's columns after the step (kTimelineCsvHeader's order).
+constexpr FieldKind kKinds[] = {
+    FieldKind::kInt, FieldKind::kSeconds, FieldKind::kSeconds, FieldKind::kInt, FieldKind::kInt,
+    FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt,     FieldKind::kInt, FieldKind::kInt,
+    FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt,     FieldKind::kInt, FieldKind::kStop,
+    FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt};
+
+template <FieldKind kKind>
+uint32_t format_field(char* text, int64_t v) {
+  char* end = text;
+  if constexpr (kKind == FieldKind::kInt) {
+    end = put_int(text, v);
+  } else if constexpr (kKind == FieldKind::kSeconds) {
+    end = put_seconds(text, v);
+  } else {
+    end = put_text(text, to_string(static_cast<AdmissionStop>(v)));
   }
-  *p++ = ',';
-  p = put_text(p, to_string(r.admission_stop));
-  for (const int64_t v :
-       {int64_t{r.swap_out_blocks}, int64_t{r.swap_in_blocks}, r.host_slots_used}) {
-    *p++ = ',';
-    p = put_int(p, v);
+  return static_cast<uint32_t>(end - text);
+}
+
+}  // namespace
+
+TimelineRowFormatter::TimelineRowFormatter() {
+  static_assert(std::size(kKinds) == kNumFields);
+  for (size_t i = 0; i < kNumFields; ++i) {
+    Field& f = fields_[i];
+    f.value = 0;
+    switch (kKinds[i]) {
+      case FieldKind::kInt:
+        f.len = format_field<FieldKind::kInt>(f.text, 0);
+        break;
+      case FieldKind::kSeconds:
+        f.len = format_field<FieldKind::kSeconds>(f.text, 0);
+        break;
+      case FieldKind::kStop:
+        f.len = format_field<FieldKind::kStop>(f.text, 0);
+        break;
+    }
   }
+}
+
+char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
+  Field* const f = fields_;
+  // The step: usually the last one + 1, a decimal increment of its text.
+  if (r.step != f[0].value) {
+    if (f[0].value >= 0 && f[0].value < INT64_MAX && r.step == f[0].value + 1) {
+      char* const t = f[0].text;
+      int64_t i = static_cast<int64_t>(f[0].len) - 1;
+      while (i >= 0 && t[i] == '9') t[i--] = '0';
+      if (i >= 0) {
+        ++t[i];
+      } else {  // 9..9 -> 10..0
+        std::memmove(t + 1, t, f[0].len);
+        t[0] = '1';
+        ++f[0].len;
+      }
+    } else {
+      f[0].len = format_field<FieldKind::kInt>(f[0].text, r.step);
+    }
+    f[0].value = r.step;
+  }
+  std::memcpy(p, f[0].text, kFieldTextBytes);
+  p += f[0].len;
+  // Every other field: reformatted only when its value changed.
+  auto put = [&p]<FieldKind kKind>(Field& field, int64_t v) {
+    if (v != field.value) {
+      field.value = v;
+      field.len = format_field<kKind>(field.text, v);
+    }
+    *p = ',';
+    std::memcpy(p + 1, field.text, kFieldTextBytes);
+    p += 1 + field.len;
+  };
+  constexpr FieldKind I = FieldKind::kInt;
+  constexpr FieldKind S = FieldKind::kSeconds;
+  put.template operator()<S>(f[1], r.time_ns);
+  put.template operator()<S>(f[2], r.duration_ns);
+  put.template operator()<I>(f[3], r.running);
+  put.template operator()<I>(f[4], r.waiting);
+  put.template operator()<I>(f[5], r.scheduled_reqs);
+  put.template operator()<I>(f[6], r.scheduled_tokens);
+  put.template operator()<I>(f[7], r.prefill_tokens);
+  put.template operator()<I>(f[8], r.decode_tokens);
+  put.template operator()<I>(f[9], r.used_blocks);
+  put.template operator()<I>(f[10], r.free_blocks);
+  put.template operator()<I>(f[11], r.cached_blocks);
+  put.template operator()<I>(f[12], r.padding_tokens);
+  put.template operator()<I>(f[13], r.preemptions);
+  put.template operator()<FieldKind::kStop>(f[14], static_cast<int64_t>(r.admission_stop));
+  put.template operator()<I>(f[15], r.swap_out_blocks);
+  put.template operator()<I>(f[16], r.swap_in_blocks);
+  put.template operator()<I>(f[17], r.host_slots_used);
   *p++ = '\n';
   return p;
 }
@@ -101,7 +179,9 @@ char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_r
 }  // namespace detail
 
 TimelineCsvWriter::TimelineCsvWriter(std::ostream& os)
-    : os_(os), buf_(new char[detail::kCsvFlushBytes + detail::kMaxCsvRow]) {
+    : os_(os),
+      buf_(new char[detail::kCsvFlushBytes + detail::kMaxCsvRow]),
+      formatter_(std::make_unique<detail::TimelineRowFormatter>()) {
   os_ << detail::kTimelineCsvHeader << "\n";
 }
 
@@ -110,7 +190,7 @@ TimelineCsvWriter::~TimelineCsvWriter() = default;
 void TimelineCsvWriter::add(const TimelineRow& row) {
   if (finished_) throw std::logic_error("TimelineCsvWriter: add() after finish()");
   char* const begin = buf_.get();
-  size_ = static_cast<size_t>(detail::put_timeline_row(begin + size_, row) - begin);
+  size_ = static_cast<size_t>(formatter_->put(begin + size_, row) - begin);
   ++rows_;
   if (size_ >= detail::kCsvFlushBytes) {
     os_.write(begin, static_cast<std::streamsize>(size_));

@@ -29,6 +29,9 @@ inline constexpr std::string_view kRequestsCsvHeader =
 // A row of either CSV is far shorter than kMaxCsvRow: 20 fields of at most 21 characters each,
 // two short words and a reject reason, which is a fixed enum name.
 inline constexpr size_t kMaxCsvRow = 1024;
+// Room for one field's text: int64's longest decimal (20 characters) and seconds' (20), copied
+// as one fixed-size block (up to kFieldTextBytes - 1 bytes past the field, inside kMaxCsvRow).
+inline constexpr size_t kFieldTextBytes = 24;
 inline constexpr size_t kCsvFlushBytes = size_t{1} << 18;
 
 // Makes room for one more row and returns where it starts; end_row() takes its end.
@@ -100,8 +103,29 @@ inline char* put_seconds(char* p, int64_t ns) {
   return put_pair(p, lo % 100);
 }
 
-// One line each, '\n'-terminated, at p (begin_row); returns its end.
-char* put_timeline_row(char* p, const TimelineRow& r);
+// Timeline rows, '\n'-terminated, at p (begin_row). Consecutive steps differ in a few counts
+// (a decode step: the clock, the step, blocks and padding), so each field keeps the value and
+// text it last printed and copies that text when the value is unchanged; a step one above the
+// last is incremented in place. The bytes are those of formatting every field (put_int,
+// put_seconds, to_string) whatever the rows' order; only the cost depends on it (issue 27: 920
+// instructions a row field by field on the whole Azure conv replay, see bench/RESULTS.md).
+// Invariant: for every field, text[0, len) is the formatting of value.
+class TimelineRowFormatter {
+ public:
+  TimelineRowFormatter();
+  char* put(char* p, const TimelineRow& r);
+
+ private:
+  struct Field {
+    int64_t value = 0;
+    uint32_t len = 0;
+    char text[kFieldTextBytes] = {};
+  };
+  static constexpr size_t kNumFields = 18;
+  Field fields_[kNumFields];
+};
+
+// One line, '\n'-terminated, at p (begin_row); returns its end.
 char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_reason);
 
 }  // namespace kvsim::detail

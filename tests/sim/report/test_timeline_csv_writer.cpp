@@ -163,6 +163,61 @@ TEST(TimelineCsvWriter, FieldsAreFmtsDecimalText) {
   ASSERT_EQ(got.substr(got.find('\n') + 1), want);
 }
 
+// Rows as a replay logs them: steps one apart across every carry (9 -> 10 ... INT64_MAX), most
+// fields repeating the previous row's value, the rest changing now and then (the formatter
+// reuses a field's text while its value stays; it must never print a stale one), and jumps back
+// and forth in between (a cluster timeline interleaves replicas).
+TEST(TimelineCsvWriter, RepeatedFieldsAndConsecutiveStepsAreFmtsText) {
+  std::mt19937_64 rng(2712);
+  std::vector<TimelineRow> rows;
+  std::string want;
+  TimelineRow r;
+  auto emit = [&] {
+    rows.push_back(r);
+    want += fmt_row(r);
+  };
+  const int64_t starts[] = {
+      0, 7, 95, 995, 9'995, 99'995, 999'990, 9'999'999'990, -12, INT64_MAX - 3, INT64_MIN, 123'456};
+  std::uniform_int_distribution<int> pick(0, 99);
+  for (const int64_t start : starts) {
+    r.step = start;
+    for (int k = 0; k < 40; ++k) {
+      emit();
+      if (r.step == INT64_MAX) break;
+      ++r.step;
+      r.time_ns += r.duration_ns;
+      // Each field changes with its own odds, as counts do from one step to the next.
+      if (pick(rng) < 20) r.duration_ns = pick(rng) < 50 ? 10'000'000 : pick(rng) * 1'000'003;
+      if (pick(rng) < 10) r.running += pick(rng) < 50 ? 1 : -1;
+      if (pick(rng) < 10) r.waiting = pick(rng) - 50;
+      if (pick(rng) < 30) r.scheduled_reqs = pick(rng);
+      if (pick(rng) < 30) r.scheduled_tokens = pick(rng) * 37;
+      if (pick(rng) < 30) r.prefill_tokens = pick(rng) < 50 ? 0 : pick(rng) * 101;
+      if (pick(rng) < 30) r.decode_tokens = pick(rng);
+      if (pick(rng) < 60) r.used_blocks += pick(rng) % 3;
+      if (pick(rng) < 60) r.free_blocks = 2047 - r.used_blocks;
+      if (pick(rng) < 60) r.cached_blocks += 1;
+      r.padding_tokens = pick(rng) % 16;
+      if (pick(rng) < 5) r.preemptions = pick(rng) % 2;
+      if (pick(rng) < 25) r.admission_stop = static_cast<AdmissionStop>(pick(rng) % 5);
+      if (pick(rng) < 5) r.swap_out_blocks = pick(rng) < 50 ? 0 : INT32_MAX;
+      if (pick(rng) < 5) r.swap_in_blocks = pick(rng) < 50 ? 0 : INT32_MIN;
+      if (pick(rng) < 5) r.host_slots_used = pick(rng) < 50 ? 0 : INT64_MIN + pick(rng);
+      if (pick(rng) < 3) r.time_ns = -1;  // never: empty
+    }
+  }
+  std::ostringstream os;
+  write_timeline_csv(os, rows);
+  const std::string got = os.str();
+  ASSERT_EQ(got.substr(got.find('\n') + 1), want);
+  // Row by row through the streaming writer as well.
+  std::ostringstream streamed;
+  TimelineCsvWriter w(streamed);
+  for (const TimelineRow& row : rows) w.add(row);
+  w.finish();
+  EXPECT_EQ(streamed.str(), got);
+}
+
 TEST(TimelineCsvWriter, RowsNotFinishedAreNotWritten) {
   std::ostringstream os;
   {

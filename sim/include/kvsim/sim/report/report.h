@@ -69,6 +69,10 @@ std::string format_replay_report(const ReplaySummary& s, const ReportContext& ct
 //  Times are exact decimal seconds.
 void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows);
 
+namespace detail {
+class TimelineRowFormatter;  // sim/src/report/report_csv_rows.h
+}  // namespace detail
+
 // The same CSV written as the rows come: the header at construction, then each row formatted
 // straight into one buffer (std::to_chars, no per-field strings) that goes out in 256 KiB
 // chunks, the rest at finish(). write_timeline_csv is this writer over a span, so both give the
@@ -90,6 +94,7 @@ class TimelineCsvWriter final : public TimelineSink {
  private:
   std::ostream& os_;
   std::unique_ptr<char[]> buf_;
+  std::unique_ptr<detail::TimelineRowFormatter> formatter_;
   size_t size_ = 0;
   int64_t rows_ = 0;
   bool finished_ = false;
