@@ -10,6 +10,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
@@ -134,12 +135,15 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   // to it as the steps are logged instead of holding them (issue 27: 350k rows on a whole Azure
   // replay); the bytes are the same. Only into a temporary file renamed at the end: a failed or
   // interrupted replay leaves nothing behind either way, while stdout or a FIFO would see part
-  // of the rows.
+  // of the rows. With a second core the rows are formatted and written there, while the replay
+  // runs (TimelineCsvWriter::Mode::kBackground).
   std::optional<TimelineCsvWriter> timeline_writer;
   if (job.record_timeline && !job.cluster && o.plot_path.empty() && o.metrics_path.empty() &&
       o.vllm_log_path.empty() && outputs.requested("--timeline") &&
       outputs.renamed_at_commit("--timeline")) {
-    timeline_writer.emplace(outputs.stream("--timeline"));
+    timeline_writer.emplace(outputs.stream("--timeline"), std::thread::hardware_concurrency() > 1
+                                                              ? TimelineCsvWriter::Mode::kBackground
+                                                              : TimelineCsvWriter::Mode::kInline);
   }
   const run::ReplayOutcome out =
       run::run_replay_job(prepared, progress, 0, timeline_writer ? &*timeline_writer : nullptr);

@@ -1,9 +1,16 @@
 // Timeline and per-request CSV writers.
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <iterator>
+#include <mutex>
 #include <ostream>
 #include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -178,31 +185,135 @@ char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_r
 
 }  // namespace detail
 
-TimelineCsvWriter::TimelineCsvWriter(std::ostream& os)
+// The second thread of kBackground: a queue of full chunks, spare chunks for reuse, and the
+// first exception the thread met.
+class TimelineCsvWriter::Background {
+ public:
+  explicit Background(TimelineCsvWriter& w) : writer_(w) {
+    for (size_t i = 0; i < kChunksInFlight + 1; ++i) {
+      spare_.emplace_back().reserve(kRowsPerChunk);
+    }
+    filling_ = take_spare_locked();
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Background() { stop(/*drain=*/false); }
+
+  void add(const TimelineRow& row) {
+    filling_.push_back(row);
+    if (filling_.size() == kRowsPerChunk) hand_over();
+  }
+  // Writes every row handed over and the partial chunk, then stops the thread.
+  void finish() {
+    if (!filling_.empty()) hand_over();
+    stop(/*drain=*/true);
+    rethrow();
+  }
+  void rethrow() {
+    std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::vector<TimelineRow> take_spare_locked() {
+    std::vector<TimelineRow> c = std::move(spare_.back());
+    spare_.pop_back();
+    return c;
+  }
+  void hand_over() {
+    std::unique_lock lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    full_.push_back(std::move(filling_));
+    cv_.notify_all();
+    // Back-pressure: wait for a spare chunk (the thread returns one per chunk written).
+    cv_.wait(lock, [this] { return !spare_.empty() || error_; });
+    if (error_) std::rethrow_exception(error_);
+    filling_ = take_spare_locked();
+    filling_.clear();
+  }
+  void stop(bool drain) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+      drain_ = drain;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      cv_.wait(lock, [this] { return !full_.empty() || stopping_; });
+      if (full_.empty() || (stopping_ && !drain_)) return;  // stopped and drained, or dropped
+      std::vector<TimelineRow> chunk = std::move(full_.front());
+      full_.pop_front();
+      lock.unlock();
+      try {
+        for (const TimelineRow& r : chunk) writer_.format(r);
+      } catch (...) {
+        lock.lock();
+        error_ = std::current_exception();
+        full_.clear();
+        cv_.notify_all();
+        return;
+      }
+      lock.lock();
+      spare_.push_back(std::move(chunk));
+      cv_.notify_all();
+    }
+  }
+
+  TimelineCsvWriter& writer_;
+  std::vector<TimelineRow> filling_;  // the replay thread's
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::vector<TimelineRow>> full_;
+  std::vector<std::vector<TimelineRow>> spare_;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  bool drain_ = false;
+  std::thread thread_;
+};
+
+TimelineCsvWriter::TimelineCsvWriter(std::ostream& os, Mode mode)
     : os_(os),
       buf_(new char[detail::kCsvFlushBytes + detail::kMaxCsvRow]),
       formatter_(std::make_unique<detail::TimelineRowFormatter>()) {
   os_ << detail::kTimelineCsvHeader << "\n";
+  if (mode == Mode::kBackground) background_ = std::make_unique<Background>(*this);
 }
 
-TimelineCsvWriter::~TimelineCsvWriter() = default;
+// The thread stops (dropping what it has not written) before the buffer it writes goes.
+TimelineCsvWriter::~TimelineCsvWriter() {
+  background_.reset();
+}
+
+void TimelineCsvWriter::format(const TimelineRow& row) {
+  char* const begin = buf_.get();
+  size_ = static_cast<size_t>(formatter_->put(begin + size_, row) - begin);
+  if (size_ >= detail::kCsvFlushBytes) write_buffered();
+}
+
+void TimelineCsvWriter::write_buffered() {
+  if (size_ > 0) os_.write(buf_.get(), static_cast<std::streamsize>(size_));
+  size_ = 0;
+}
 
 void TimelineCsvWriter::add(const TimelineRow& row) {
   if (finished_) throw std::logic_error("TimelineCsvWriter: add() after finish()");
-  char* const begin = buf_.get();
-  size_ = static_cast<size_t>(formatter_->put(begin + size_, row) - begin);
   ++rows_;
-  if (size_ >= detail::kCsvFlushBytes) {
-    os_.write(begin, static_cast<std::streamsize>(size_));
-    size_ = 0;
+  if (background_) {
+    background_->add(row);
+  } else {
+    format(row);
   }
 }
 
 void TimelineCsvWriter::finish() {
   if (finished_) return;
   finished_ = true;
-  if (size_ > 0) os_.write(buf_.get(), static_cast<std::streamsize>(size_));
-  size_ = 0;
+  if (background_) background_->finish();
+  write_buffered();
 }
 
 void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <streambuf>
 #include <string>
 #include <vector>
 
@@ -250,7 +251,8 @@ TEST(TimelineSink, RandomReplaysStreamTheHeldBytes) {
     NullKvBackend null;
     const ReplayResult held = run_replay(c, t, null, step);
     std::ostringstream os;
-    TimelineCsvWriter w(os);
+    TimelineCsvWriter w(
+        os, i % 2 == 1 ? TimelineCsvWriter::Mode::kBackground : TimelineCsvWriter::Mode::kInline);
     ReplayConfig sc = c;
     sc.timeline_sink = &w;
     const ReplayResult streamed = run_replay(sc, t, null, step);
@@ -278,7 +280,9 @@ TEST(TimelineSink, BothDriversStreamTheHeldBytesOfABundledTrace) {
     const std::string want = held_csv(held);
     for (const bool use_stream : {false, true}) {
       std::ostringstream os;
-      TimelineCsvWriter w(os);
+      // The streaming driver with the background writer, the whole-trace one inline.
+      TimelineCsvWriter w(
+          os, use_stream ? TimelineCsvWriter::Mode::kBackground : TimelineCsvWriter::Mode::kInline);
       ReplayConfig sc = c;
       sc.timeline_sink = &w;
       const ReplayResult r =
@@ -289,6 +293,78 @@ TEST(TimelineSink, BothDriversStreamTheHeldBytesOfABundledTrace) {
       EXPECT_EQ(os.str(), want) << "async " << async_scheduling << " stream " << use_stream;
     }
   }
+}
+
+// The background writer: the inline writer's bytes over many chunks (a partial last one
+// included), nothing written twice or lost, and the stream untouched until finish() returns.
+TEST(TimelineCsvWriter, BackgroundWritesTheInlineBytes) {
+  const size_t chunk = TimelineCsvWriter::kRowsPerChunk;
+  for (const size_t n : {size_t{0}, size_t{1}, chunk - 1, chunk, chunk + 1,
+                         chunk * (TimelineCsvWriter::kChunksInFlight + 3) + 17}) {
+    std::vector<TimelineRow> rows;
+    for (size_t i = 0; i < n; ++i) rows.push_back(odd_row(static_cast<int64_t>(i)));
+    std::ostringstream inline_os;
+    write_timeline_csv(inline_os, rows);
+    std::ostringstream os;
+    TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+    for (const TimelineRow& r : rows) w.add(r);
+    w.finish();
+    w.finish();
+    EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
+    EXPECT_EQ(os.str(), inline_os.str()) << n << " rows";
+    EXPECT_THROW(w.add(rows.empty() ? TimelineRow{} : rows[0]), std::logic_error);
+  }
+}
+
+// Destroyed without finish() (the replay failed): the thread stops, the unwritten rows are
+// dropped, nothing hangs - with the thread behind, idle, or never given a chunk.
+TEST(TimelineCsvWriter, BackgroundDestroyedWithoutFinishStops) {
+  for (const size_t n : {size_t{0}, size_t{5}, TimelineCsvWriter::kRowsPerChunk * 9}) {
+    std::ostringstream os;
+    {
+      TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+      for (size_t i = 0; i < n; ++i) w.add(odd_row(static_cast<int64_t>(i)));
+    }
+    std::ostringstream header_only;
+    write_timeline_csv(header_only, {});
+    EXPECT_EQ(os.str().substr(0, header_only.str().size()), header_only.str());
+    EXPECT_LE(os.str().size(), header_only.str().size() + n * 1024);  // rows are under 1 KiB
+  }
+}
+
+// A stream that throws (exceptions enabled) once past some bytes: the error the thread meets
+// comes back from add() or finish(), never lost, and nothing hangs afterwards.
+class FailingBuf : public std::streambuf {
+ public:
+  explicit FailingBuf(size_t limit) : limit_(limit) {}
+
+ protected:
+  std::streamsize xsputn(const char*, std::streamsize n) override {
+    written_ += static_cast<size_t>(n);
+    return written_ > limit_ ? 0 : n;
+  }
+  int_type overflow(int_type c) override {
+    return xsputn(nullptr, 1) == 1 ? c : traits_type::eof();
+  }
+
+ private:
+  size_t limit_;
+  size_t written_ = 0;
+};
+
+TEST(TimelineCsvWriter, BackgroundWriteErrorsComeBack) {
+  FailingBuf buf(1 << 20);
+  std::ostream os(&buf);
+  os.exceptions(std::ios::badbit);
+  bool threw = false;
+  try {
+    TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+    for (int64_t i = 0; i < 200'000; ++i) w.add(odd_row(i));
+    w.finish();
+  } catch (const std::ios_base::failure&) {
+    threw = true;
+  }
+  EXPECT_TRUE(threw);
 }
 
 struct ThrowingSink : TimelineSink {

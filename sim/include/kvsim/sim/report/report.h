@@ -77,12 +77,23 @@ class TimelineRowFormatter;  // sim/src/report/report_csv_rows.h
 // straight into one buffer (std::to_chars, no per-field strings) that goes out in 256 KiB
 // chunks, the rest at finish(). write_timeline_csv is this writer over a span, so both give the
 // same bytes. As a replay's ReplayConfig::timeline_sink it writes the timeline during the replay
-// instead of from 350k held rows (the CLI's --timeline, issue 27). A failed write is the
-// stream's state, the caller's to check; rows still buffered when the writer is destroyed
-// without finish() (an error, an interrupt) are dropped.
+// instead of from 350k held rows (the CLI's --timeline, issue 27).
+// kBackground formats and writes on a second thread: add() copies the row into a chunk of
+// kRowsPerChunk rows and hands full chunks over (at most kChunksInFlight at a time, so memory
+// stays bounded: add() waits when the thread is that far behind). The bytes and their order are
+// kInline's; the replay's thread no longer pays for the formatting and the writes, a second core
+// does (the CPU is the same, the wall time is the replay's).
+// A failed write is the stream's state, the caller's to check after finish() (the stream is the
+// thread's until then); an exception on the thread comes back from the next add() or finish().
+// Rows not yet written when the writer is destroyed without finish() (an error, an interrupt)
+// are dropped.
 class TimelineCsvWriter final : public TimelineSink {
  public:
-  explicit TimelineCsvWriter(std::ostream& os);
+  enum class Mode { kInline, kBackground };
+  static constexpr size_t kRowsPerChunk = 4096;
+  static constexpr size_t kChunksInFlight = 4;
+
+  explicit TimelineCsvWriter(std::ostream& os, Mode mode = Mode::kInline);
   TimelineCsvWriter(const TimelineCsvWriter&) = delete;
   TimelineCsvWriter& operator=(const TimelineCsvWriter&) = delete;
   ~TimelineCsvWriter() override;
@@ -92,9 +103,14 @@ class TimelineCsvWriter final : public TimelineSink {
   int64_t rows() const { return rows_; }
 
  private:
+  class Background;
+  void format(const TimelineRow& row);  // into buf_, written out at kCsvFlushBytes
+  void write_buffered();
+
   std::ostream& os_;
   std::unique_ptr<char[]> buf_;
   std::unique_ptr<detail::TimelineRowFormatter> formatter_;
+  std::unique_ptr<Background> background_;  // null: kInline
   size_t size_ = 0;
   int64_t rows_ = 0;
   bool finished_ = false;
