@@ -1,7 +1,9 @@
 // StepTimeModel: values against hand-computed roofline numbers, monotonicity, spec parsing.
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
@@ -164,6 +166,32 @@ TEST(StepTimeModel, RefusesAStepLongerThanOneHour) {
   }
   // One hour exactly is allowed.
   EXPECT_EQ(FixedStepTime(3.6e6).step_time_ns(w), int64_t{3600} * 1'000'000'000);
+}
+
+// step_time_ns rounds s * 1e9 as std::llround does (halves away from zero) over the whole range,
+// halves and their neighbours included (it no longer calls llround).
+TEST(StepTimeModel, RoundsNanosecondsAsLlround) {
+  std::vector<double> ms = {1e-6,      1.5e-6,     2.5e-6,     0.0000005 + 1e-6,
+                            10.0,      10.0000005, 10.0000015, 0.1,
+                            1.0 / 3.0, 2.0 / 3.0,  3.6e6,      3.6e6 - 0.0000005};
+  std::mt19937_64 rng(271);
+  std::uniform_real_distribution<double> any(1e-6, 3.6e6);
+  std::uniform_int_distribution<int64_t> whole_ns(1, int64_t{3'600'000'000'000});
+  for (int i = 0; i < 20000; ++i) {
+    ms.push_back(any(rng));
+    const double half = (static_cast<double>(whole_ns(rng)) + 0.5) * 1e-6;  // x.5 ns
+    ms.push_back(half);
+    ms.push_back(std::nextafter(half, 0.0));
+    ms.push_back(std::nextafter(half, 1e9));
+  }
+  StepWork w;
+  w.add_sequence(0, 1, false);
+  for (const double m : ms) {
+    if (!(m >= 1e-6 && m <= 3.6e6)) continue;
+    const FixedStepTime f(m);
+    ASSERT_EQ(f.step_time_ns(w), std::llround(f.estimate(w).total_s * 1e9))
+        << fmt::format("{:.17g}", m);
+  }
 }
 
 TEST(ParseStepTimeSpec, FixedAndRooflineForms) {
