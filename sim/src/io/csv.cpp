@@ -1,11 +1,35 @@
 #include "kvsim/sim/io/csv.h"
 
+#include <cstring>
+
 #include <fmt/core.h>
 
 namespace kvsim::csv {
 
 std::string Splitter::split(std::string_view line) {
   fields_.clear();
+  // Most lines hold no quote: their fields are the text between commas, found with memchr
+  // (vectorised), where the character loop below showed in the replay's profile. No error is
+  // possible without a quote.
+  if (line.empty()) {
+    fields_.emplace_back();
+    return "";
+  }
+  if (std::memchr(line.data(), '"', line.size()) == nullptr) {
+    const char* p = line.data();
+    const char* const end = p + line.size();
+    while (true) {
+      const auto* comma =
+          p == end ? nullptr
+                   : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(end - p)));
+      if (comma == nullptr) {
+        fields_.emplace_back(p, static_cast<size_t>(end - p));
+        return "";
+      }
+      fields_.emplace_back(p, static_cast<size_t>(comma - p));
+      p = comma + 1;
+    }
+  }
   unquoted_.clear();
   // A quoted field's content is never longer than the line, so after this no append reallocates
   // and the views handed out below stay valid.

@@ -1,5 +1,6 @@
 // TraceStream: read_trace()'s normalisation (trace_read.cpp) done one row at a time, for a trace
-// whose arrivals keep file order. The steps and their order follow read_trace exactly: sort
+// whose arrivals keep file order; the requests of a small trace are held after the validation
+// pass, a large one is read again. The steps and their order follow read_trace exactly: sort
 // (a no-op here), rebase on the first arrival, window and rebase on the first arrival in it,
 // file order (a no-op), max_requests, synthetic arrivals, time scale. Errors read_trace raises
 // after parsing the whole file are deferred to the end of the validation pass, in read_trace's
@@ -125,10 +126,21 @@ namespace {
 // Thrown through the layout readers to end the replay pass once every request was handed out.
 struct StopReading {};
 
+// What a held request costs: itself and what it owns (kMaxHeldBytes counts this).
+int64_t held_bytes(const TraceRequest& r) {
+  int64_t bytes = sizeof(TraceRequest) + static_cast<int64_t>(r.session_id.size());
+  if (r.hash_ids) bytes += static_cast<int64_t>(r.hash_ids->size() * sizeof(uint64_t));
+  if (r.prompt_token_ids) {
+    bytes += static_cast<int64_t>(r.prompt_token_ids->size() * sizeof(int32_t));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::optional<TraceStream> TraceStream::open(const std::string& path,
-                                             const TraceReadOptions& options) {
+                                             const TraceReadOptions& options,
+                                             int64_t max_held_bytes) {
   detail::validate_read_options(options);
   TraceStream s;
   s.options_ = options;
@@ -139,9 +151,14 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
   // keeps, with the same errors: rows of a layout without arrivals all arrive at 0, which
   // neither sorts, rebases nor scales, and a window on them is refused after the parse. Only
   // their final arrivals could differ (TRACE vs ALL_AT_ONCE: 0 either way); for_each uses the
-  // resolved mode.
+  // resolved mode. That is why the requests kept here can be held: their arrivals are the
+  // resolved mode's too.
   bool any_requests = false;
   bool any_hash_ids = false;
+  // Requests kept so far, while they fit in max_held_bytes; dropped (the trace streams) beyond.
+  std::vector<std::vector<TraceRequest>> held;
+  bool holding = max_held_bytes > 0;
+  int64_t bytes = 0;
   Trace provisional;
   provisional.path = path;
   provisional.arrival_mode = options.arrival;
@@ -167,6 +184,20 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
       s.too_long_output_ = r.output_tokens;
     }
     s.longest_ = std::max(s.longest_, length);
+    if (holding) {
+      bytes += held_bytes(r);
+      if (bytes <= max_held_bytes) {
+        if (held.empty() || held.back().size() == held.back().capacity()) {
+          // Chunks of 256 requests, doubling up to 16,384 (about 1.6 MiB).
+          const size_t chunks = held.size();
+          held.emplace_back().reserve(chunks < 6 ? size_t{256} << chunks : 16384);
+        }
+        held.back().push_back(std::move(r));
+      } else {
+        holding = false;
+        held = {};
+      }
+    }
   };
   try {
     s.has_arrivals_ = detail::read_rows(path, s.options_, s.header_, sink);
@@ -179,6 +210,10 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
   if (norm && s.header_.format == TraceFormat::AZURE &&
       s.header_.arrival_mode == ArrivalMode::TRACE) {
     s.header_.clock_start_unix_ns = norm->first_kept_raw_ns();
+  }
+  if (holding) {
+    s.holds_ = true;
+    s.held_ = std::move(held);
   }
   return s;
 }
@@ -197,6 +232,16 @@ int32_t TraceStream::default_max_model_len() const {
 }
 
 void TraceStream::for_each(const std::function<void(TraceRequest&&)>& fn) const {
+  if (holds_) {
+    // Copies: for_each is const and may run more than once.
+    for (const std::vector<TraceRequest>& chunk : held_) {
+      for (const TraceRequest& r : chunk) {
+        TraceRequest copy = r;
+        fn(std::move(copy));
+      }
+    }
+    return;
+  }
   Trace scratch;  // the second pass's counts (already known)
   detail::RowSink sink(scratch, options_);
   Normaliser norm(options_, header_, has_arrivals_);

@@ -1,7 +1,7 @@
-// TraceStream (trace_stream.h): the streamed requests equal read_trace's on every bundled trace
-// under every normalisation option, errors are the same, traces out of file order are refused
-// (read whole instead), and a streaming replay (replay.h) is identical to the whole-trace one
-// while holding only the requests in flight.
+// TraceStream (trace_stream.h): the streamed requests, held or read again, equal read_trace's on
+// every bundled trace under every normalisation option, errors are the same, traces out of file
+// order are refused (read whole instead), and a streaming replay (replay.h) is identical to the
+// whole-trace one while holding only the requests in flight.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -72,21 +72,26 @@ void expect_same_header(const Trace& whole, const Trace& header, const std::stri
   EXPECT_EQ(whole.clock_start_unix_ns, header.clock_start_unix_ns) << what;
 }
 
-// Streams `path` under `o` and compares everything with read_trace; false when it does not
-// stream (then read_trace must have had to sort it).
+// Opens `path` under `o`, its requests held (the default bound) and streamed (bound 0), and
+// compares everything with read_trace; false when it does not stream (then read_trace must
+// have had to sort it).
 bool check_same_as_read_trace(const std::string& path, const TraceReadOptions& o,
                               const std::string& what) {
   const Trace whole = read_trace(path, o);
-  const std::optional<TraceStream> s = TraceStream::open(path, o);
-  if (!s) return false;
-  expect_same_header(whole, s->header(), what);
-  EXPECT_EQ(s->num_requests(), static_cast<int64_t>(whole.requests.size())) << what;
-  if (!whole.requests.empty()) {
-    EXPECT_EQ(s->default_max_model_len(), default_max_model_len(whole)) << what;
+  for (const int64_t bound : {TraceStream::kMaxHeldBytes, int64_t{0}}) {
+    const std::string how = what + (bound > 0 ? " (held)" : " (streamed)");
+    const std::optional<TraceStream> s = TraceStream::open(path, o, bound);
+    if (!s) return false;
+    EXPECT_EQ(s->holds_requests(), bound > 0) << how;
+    expect_same_header(whole, s->header(), how);
+    EXPECT_EQ(s->num_requests(), static_cast<int64_t>(whole.requests.size())) << how;
+    if (!whole.requests.empty()) {
+      EXPECT_EQ(s->default_max_model_len(), default_max_model_len(whole)) << how;
+    }
+    expect_same_requests(whole.requests, streamed(*s), how);
+    // A second replay pass gives the same again (for_each is const and repeatable).
+    expect_same_requests(whole.requests, streamed(*s), how + ", second pass");
   }
-  expect_same_requests(whole.requests, streamed(*s), what);
-  // A second replay pass gives the same again (for_each is const and repeatable).
-  EXPECT_EQ(static_cast<int64_t>(streamed(*s).size()), s->num_requests()) << what;
   return true;
 }
 
@@ -155,6 +160,38 @@ TEST(TraceStream, EveryBundledTraceStreamsExactlyWhatReadTraceReturns) {
         continue;
       }
       EXPECT_TRUE(check_same_as_read_trace(bundled(name), o, what)) << what << " did not stream";
+    }
+  }
+}
+
+// The bound on held requests: a trace within it is held, one beyond it (even by one request) is
+// streamed, and both hand over the same requests as a trace that is always streamed.
+TEST(TraceStream, HeldAndStreamedTracesGiveTheSameRequests) {
+  for (const char* name :
+       {"AzureLLMInferenceTrace_conv.csv", "BurstGPT_1.head400.csv", "conversation_trace.jsonl"}) {
+    for (const auto& [label, o] : option_sets()) {
+      const std::string what = std::string(name) + " / " + label;
+      const std::optional<TraceStream> always = TraceStream::open(bundled(name), o, 0);
+      ASSERT_TRUE(always.has_value()) << what;
+      ASSERT_FALSE(always->holds_requests()) << what;
+      const std::vector<TraceRequest> want = streamed(*always);
+      ASSERT_EQ(static_cast<int64_t>(want.size()), always->num_requests()) << what;
+      // What the held requests take, counted as open() does.
+      int64_t bytes = 0;
+      for (const TraceRequest& r : want) {
+        bytes += static_cast<int64_t>(sizeof(TraceRequest) + r.session_id.size());
+        if (r.hash_ids) bytes += static_cast<int64_t>(r.hash_ids->size() * sizeof(uint64_t));
+        if (r.prompt_token_ids) {
+          bytes += static_cast<int64_t>(r.prompt_token_ids->size() * sizeof(int32_t));
+        }
+      }
+      for (const int64_t bound : {bytes, bytes - 1, bytes / 2, TraceStream::kMaxHeldBytes}) {
+        const std::optional<TraceStream> s = TraceStream::open(bundled(name), o, bound);
+        ASSERT_TRUE(s.has_value()) << what;
+        EXPECT_EQ(s->holds_requests(), bound > 0 && bound >= bytes) << what << " bound " << bound;
+        EXPECT_EQ(s->num_requests(), always->num_requests()) << what;
+        expect_same_requests(want, streamed(*s), what + " bound " + std::to_string(bound));
+      }
     }
   }
 }
@@ -326,12 +363,14 @@ TEST_F(TraceStreamFiles, DeferredErrorsMatchReadTrace) {
   EXPECT_EQ(want, got);
 }
 
-TEST_F(TraceStreamFiles, ATraceThatChangesBetweenThePassesIsAnError) {
+TEST_F(TraceStreamFiles, AStreamedTraceThatChangesBetweenThePassesIsAnError) {
   const std::string p = write("t.jsonl",
                               "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n"
                               "{\"arrival_s\": 1.0, \"input_tokens\": 6, \"output_tokens\": 2}\n");
-  const std::optional<TraceStream> s = TraceStream::open(p);
+  const std::optional<TraceStream> s = TraceStream::open(p, {}, /*max_held_bytes=*/0);
   ASSERT_TRUE(s.has_value());
+  const std::optional<TraceStream> held = TraceStream::open(p);
+  ASSERT_TRUE(held.has_value() && held->holds_requests());
   write("t.jsonl", "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n");
   try {
     streamed(*s);
@@ -340,6 +379,10 @@ TEST_F(TraceStreamFiles, ATraceThatChangesBetweenThePassesIsAnError) {
     EXPECT_NE(std::string(e.what()).find("changed while it was replayed"), std::string::npos)
         << e.what();
   }
+  // A held trace does not read the file again: it replays what was validated.
+  const std::vector<TraceRequest> got = streamed(*held);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].input_tokens, 6);
 }
 
 // The streaming replay against the whole-trace one on random traces: every timeline row and
@@ -404,6 +447,12 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
     const Outputs b = outputs_of(run_replay(c, *s, null, step));
     ASSERT_EQ(a.summary, b.summary) << "trace " << i;
     ASSERT_EQ(a.timeline, b.timeline) << "trace " << i;
+    // Held (the default for these small traces) or read again: the same replay.
+    const std::optional<TraceStream> reread = TraceStream::open(p, {}, /*max_held_bytes=*/0);
+    ASSERT_TRUE(reread.has_value() && s->holds_requests() && !reread->holds_requests());
+    const Outputs b2 = outputs_of(run_replay(c, *reread, null, step));
+    ASSERT_EQ(b.summary, b2.summary) << "trace " << i;
+    ASSERT_EQ(b.timeline, b2.timeline) << "trace " << i;
     EXPECT_EQ(a.request_slots, static_cast<int64_t>(whole.requests.size()));
     EXPECT_LE(b.request_slots, a.request_slots);
     reused += b.request_slots < a.request_slots;

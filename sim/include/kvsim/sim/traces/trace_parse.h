@@ -9,8 +9,12 @@
 
 namespace kvsim::trace_parse {
 
-// Strips ASCII spaces and tabs at both ends.
-std::string_view trim(std::string_view s);
+// Strips ASCII spaces and tabs at both ends. Inline: called for every field of every row.
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
 
 // A base-10 integer (optional leading '-' or '+') filling the whole string; nullopt otherwise,
 // and on int64 overflow. The grammar is kvsim::parse_integer's (parse_number.h).
@@ -42,5 +46,17 @@ constexpr int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
 // nullopt when the text is not such a timestamp, names an impossible date or time, or lies
 // outside what int64 nanoseconds can hold (years 1678..2261).
 std::optional<int64_t> parse_datetime_ns(std::string_view s);
+
+// parse_datetime_ns over many timestamps (a trace's rows): the same result for every text, and
+// cheaper for a run of timestamps on the same date, whose day number it remembers.
+class DatetimeParser {
+ public:
+  std::optional<int64_t> parse(std::string_view s);
+
+ private:
+  // The last date accepted and its day number; starts as a valid date (day 0).
+  char last_date_[10] = {'1', '9', '7', '0', '-', '0', '1', '-', '0', '1'};
+  int64_t last_days_ = 0;
+};
 
 }  // namespace kvsim::trace_parse

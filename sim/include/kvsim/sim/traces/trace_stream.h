@@ -1,12 +1,16 @@
-// TraceStream: a trace read twice instead of held, so that a replay's memory follows the
-// requests in flight, not the trace length (docs/traces.md §Streaming).
+// TraceStream: a trace validated once, then handed over one request at a time, so that a
+// replay's memory follows the requests in flight, not the trace length (docs/traces.md
+// §Streaming).
 //
 // open() reads the file once (the validation pass): every row is parsed and checked exactly as
 // read_trace() does, so every error read_trace() would throw is thrown here, before anything
 // runs, and the counts a report needs (rows read, dropped rows, the number of requests, the
-// longest one) are kept. for_each() then reads the file again and hands over the requests one
-// at a time: the same requests, in the same order, with the same arrivals as
-// read_trace(path, options).requests.
+// longest one) are kept. for_each() then hands over the requests one at a time: the same
+// requests, in the same order, with the same arrivals as read_trace(path, options).requests.
+//
+// A small trace (its requests within max_held_bytes, kMaxHeldBytes by default) is held: open()
+// keeps the requests of the validation pass and for_each() hands over copies of them, so the file
+// is parsed once. A larger one is streamed: for_each() reads the file again.
 //
 // A trace streams when its requests keep file order: its arrivals do not decrease along the
 // file (or it has none). read_trace() stable-sorts a trace whose arrivals go backwards, which
@@ -14,13 +18,16 @@
 //
 // Invariants (after open): header().requests is empty; num_requests() is the size
 // read_trace(path, options).requests would have; every other field of header() equals
-// read_trace's. Memory: a bounded read buffer (LineReader) and one request at a time.
+// read_trace's. Memory: a bounded read buffer (LineReader) and one request at a time, plus, for
+// a held trace, its requests (at most max_held_bytes of them, the last chunk's spare capacity
+// aside).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kvsim/sim/traces/trace.h"
 
@@ -28,10 +35,17 @@ namespace kvsim {
 
 class TraceStream {
  public:
+  // The largest trace held in memory rather than read twice: 64 MiB of requests (each counted
+  // as sizeof(TraceRequest) plus its hash ids, token ids and session id), about 600,000 requests
+  // without hash ids. Azure conv (19,366 requests) takes about 2 MiB.
+  static constexpr int64_t kMaxHeldBytes = int64_t{64} << 20;
+
   // The validation pass. Throws what read_trace(path, options) throws; nullopt when the
-  // trace's arrivals go backwards in the file (see above).
+  // trace's arrivals go backwards in the file (see above). The requests are held when they take
+  // at most max_held_bytes (0: always streamed).
   static std::optional<TraceStream> open(const std::string& path,
-                                         const TraceReadOptions& options = {});
+                                         const TraceReadOptions& options = {},
+                                         int64_t max_held_bytes = kMaxHeldBytes);
 
   // read_trace's Trace without its requests: path, format, arrival mode, rows read, drops.
   const Trace& header() const { return header_; }
@@ -40,9 +54,14 @@ class TraceStream {
   // same TraceError for a request whose length + 1 exceeds int32.
   int32_t default_max_model_len() const;
 
-  // The replay pass: calls fn for each request, in order. Throws std::runtime_error naming the
-  // file when it no longer yields what the validation pass saw (changed in between), and
-  // whatever fn throws (the read stops there).
+  // Whether open() kept the requests (for_each reads nothing), else for_each streams the file.
+  bool holds_requests() const { return holds_; }
+
+  // The replay pass: calls fn for each request, in order, with a copy of a held request or one
+  // read from the file again. Throws whatever fn throws (the pass stops there) and, when
+  // streaming, std::runtime_error naming the file when it no longer yields what the validation
+  // pass saw (changed in between). A held trace cannot see such a change: it replays what was
+  // validated.
   void for_each(const std::function<void(TraceRequest&&)>& fn) const;
 
  private:
@@ -59,6 +78,10 @@ class TraceStream {
   int64_t too_long_line_ = 0;
   int32_t too_long_input_ = 0;
   int32_t too_long_output_ = 0;
+  // The requests of the validation pass, when held (normalised: read_trace's arrivals), in
+  // chunks: filled without moving the earlier ones as one growing vector would.
+  bool holds_ = false;
+  std::vector<std::vector<TraceRequest>> held_;
 };
 
 }  // namespace kvsim
