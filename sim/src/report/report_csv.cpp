@@ -118,25 +118,20 @@ char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
     std::memcpy(p + 1, field.text, kFieldTextBytes);
     p += 1 + field.len;
   };
-  constexpr FieldKind I = FieldKind::kInt;
-  constexpr FieldKind S = FieldKind::kSeconds;
-  put.template operator()<S>(f[1], r.time_ns);
-  put.template operator()<S>(f[2], r.duration_ns);
-  put.template operator()<I>(f[3], r.running);
-  put.template operator()<I>(f[4], r.waiting);
-  put.template operator()<I>(f[5], r.scheduled_reqs);
-  put.template operator()<I>(f[6], r.scheduled_tokens);
-  put.template operator()<I>(f[7], r.prefill_tokens);
-  put.template operator()<I>(f[8], r.decode_tokens);
-  put.template operator()<I>(f[9], r.used_blocks);
-  put.template operator()<I>(f[10], r.free_blocks);
-  put.template operator()<I>(f[11], r.cached_blocks);
-  put.template operator()<I>(f[12], r.padding_tokens);
-  put.template operator()<I>(f[13], r.preemptions);
+  put.template operator()<FieldKind::kSeconds>(f[1], r.time_ns);
+  put.template operator()<FieldKind::kSeconds>(f[2], r.duration_ns);
+  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
+                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens,
+                            r.used_blocks,      r.free_blocks,    r.cached_blocks,
+                            r.padding_tokens,   r.preemptions};  // fields 3..13
+  // Unrolled at compile time (a runtime loop costs 60 instructions a row more).
+  auto put_ints = [&]<size_t... kI>(Field * first, const int64_t* v, std::index_sequence<kI...>) {
+    (put.template operator()<FieldKind::kInt>(first[kI], v[kI]), ...);
+  };
+  put_ints(f + 3, counts, std::make_index_sequence<std::size(counts)>());
   put.template operator()<FieldKind::kStop>(f[14], static_cast<int64_t>(r.admission_stop));
-  put.template operator()<I>(f[15], r.swap_out_blocks);
-  put.template operator()<I>(f[16], r.swap_in_blocks);
-  put.template operator()<I>(f[17], r.host_slots_used);
+  const int64_t swaps[] = {r.swap_out_blocks, r.swap_in_blocks, r.host_slots_used};  // 15..17
+  put_ints(f + 15, swaps, std::make_index_sequence<std::size(swaps)>());
   *p++ = '\n';
   return p;
 }
