@@ -9,7 +9,11 @@ Prints, per case and binary, the median and minimum, and each output case's cost
 mode's no-output case (median CPU), with the load average before and after.
 
 Usage:
-  python3 bench/output_cost.py --bin old=/tmp/kvsim-old --bin new=build/ci/cli/kvsim --repeats 21
+  TMPDIR=/dev/shm python3 bench/output_cost.py --bin old=/tmp/kvsim-old --bin new=build/ci/cli/kvsim \
+      --repeats 21
+The outputs go to a temporary directory under $TMPDIR: on a disk file system each repetition's
+30 MB timeline is written back while the next one runs, so tmpfs (/dev/shm) gives steadier
+figures. On a shared VM compare the minima as well as the medians.
 """
 from __future__ import annotations
 
