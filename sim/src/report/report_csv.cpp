@@ -45,7 +45,7 @@ namespace detail {
 namespace {
 
 enum class FieldKind : uint8_t { kInt, kSeconds, kStop };
-// The timeline's columns after the step (kTimelineCsvHeader's order).
+// Each timeline column's kind, in kTimelineCsvHeader's order (the step first).
 constexpr FieldKind kKinds[] = {
     FieldKind::kInt, FieldKind::kSeconds, FieldKind::kSeconds, FieldKind::kInt, FieldKind::kInt,
     FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt,     FieldKind::kInt, FieldKind::kInt,
