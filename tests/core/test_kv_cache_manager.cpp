@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <numeric>
+#include <random>
 #include <vector>
 
 namespace kvsim {
@@ -153,6 +154,75 @@ TEST(KVCacheManager, DecodeAllocatesANewBlockExactlyAtBlockBoundaries) {
   EXPECT_EQ(table(m, 0).size(), 4u);  // 13 tokens
   EXPECT_EQ(m.padding_tokens(), 16 - 13);
   m.check_invariants();
+}
+
+// allocate_one_new_block (the lazy decodes' one-block event) against allocate_slots(n = 1) on
+// a twin manager, over random admissions (shared prefixes, so hits and evictions), decodes,
+// max_model_len caps and frees in a small pool: the same block, table, free queue, hashes and
+// counters after every call, or false exactly when it is not the one-block case.
+TEST(KVCacheManager, OneNewBlockIsAllocateSlotsOfOneToken) {
+  std::mt19937_64 rng(27027);
+  for (int round = 0; round < 40; ++round) {
+    const int32_t bs = 4;
+    const KVCacheManagerConfig c{.num_gpu_blocks = 24 + round % 9,
+                                 .block_size = bs,
+                                 .max_model_len = 40 + round % 7,
+                                 .enable_caching = round % 4 != 0};
+    KVCacheManager ref(c);
+    KVCacheManager fast(c);
+    std::vector<Request> rr, fr;
+    int64_t one_block_calls = 0;
+    for (int op = 0; op < 600; ++op) {
+      const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+      if (kind == 0 || rr.empty()) {  // admit a request, often on a shared prefix
+        const auto id = static_cast<int64_t>(rr.size());
+        const int len = std::uniform_int_distribution<int>(1, 20)(rng);
+        const int start = std::uniform_int_distribution<int>(0, 2)(rng) * 1000;
+        rr.push_back(make_request(id, iota_tokens(len, start), bs, 64));
+        fr.push_back(make_request(id, iota_tokens(len, start), bs, 64));
+        const bool a = admit(ref, rr.back()).has_value();
+        ASSERT_EQ(admit(fast, fr.back()).has_value(), a);
+        if (!a) rr.back().status = fr.back().status = RequestStatus::FINISHED_ABORTED;
+      } else if (kind == 1) {  // free one
+        const size_t i = std::uniform_int_distribution<size_t>(0, rr.size() - 1)(rng);
+        ref.free(rr[i]);
+        fast.free(fr[i]);
+        rr[i].status = fr[i].status = RequestStatus::FINISHED_ABORTED;
+      } else {  // a decode of one running request
+        const size_t i = std::uniform_int_distribution<size_t>(0, rr.size() - 1)(rng);
+        if (rr[i].status != RequestStatus::RUNNING) continue;
+        rr[i].append_output_tokens(1);
+        fr[i].append_output_tokens(1);
+        BlockId b = kNullBlockId;
+        const bool one = fast.allocate_one_new_block(fr[i], &b);
+        const auto want = ref.allocate_slots(rr[i], {.num_new_tokens = 1});
+        if (one) {
+          ++one_block_calls;
+          ASSERT_TRUE(want.has_value());
+          ASSERT_EQ(ids(want), V{b});
+        } else {
+          ASSERT_EQ(ids(fast.allocate_slots(fr[i], {.num_new_tokens = 1})), ids(want));
+          if (want) {
+            ASSERT_NE(ids(want).size(), 1u) << "the one-block case was refused";
+          }
+        }
+        if (want) {
+          rr[i].num_computed_tokens += 1;
+          fr[i].num_computed_tokens += 1;
+        }
+      }
+      ASSERT_EQ(fast.block_pool().free_block_queue().get_all_free_blocks(),
+                ref.block_pool().free_block_queue().get_all_free_blocks());
+      ASSERT_EQ(fast.block_pool().num_cached_blocks(), ref.block_pool().num_cached_blocks());
+      ASSERT_EQ(fast.padding_tokens(), ref.padding_tokens());
+      ASSERT_EQ(fast.held_tokens(), ref.held_tokens());
+      for (size_t i = 0; i < rr.size(); ++i) {
+        ASSERT_EQ(table(fast, static_cast<int64_t>(i)), table(ref, static_cast<int64_t>(i)));
+      }
+      fast.check_invariants();
+    }
+    EXPECT_GT(one_block_calls, 0) << "round " << round;
+  }
 }
 
 TEST(KVCacheManager, FailedAllocationChangesNothing) {

@@ -153,7 +153,11 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   }
   // schedule_running's body for n = 1 when the allocation succeeds (a failed one changes
   // nothing; the general code then preempts).
-  if (!kv_.allocate_slots_in_held_blocks(r, 1, 0)) {
+  if (BlockId b = kNullBlockId; kv_.allocate_one_new_block(r, &b)) {
+    // The usual event: the decode crosses into a new block.
+    output_->new_block_ids.push_back(b);
+    output_->implicit_new_blocks += 1;
+  } else if (!kv_.allocate_slots_in_held_blocks(r, 1, 0)) {
     AllocateSlotsArgs args;
     args.num_new_tokens = 1;
     const std::optional<std::span<const BlockId>> blocks = kv_.allocate_slots(r, args);

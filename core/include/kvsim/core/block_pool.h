@@ -74,6 +74,9 @@ class BlockPool {
   // Pops n blocks from the head, evicting their cached hashes, sets ref_cnt = 1 and appends the
   // ids to `out` in head order. Throws std::logic_error when n > free.
   void get_new_blocks(int32_t n, std::vector<BlockId>& out);
+  // get_new_blocks(1, out)'s block, returned: the same block, eviction and state (the decode
+  // that crosses into a new block takes one; issue 27). Throws std::logic_error when none is free.
+  BlockId get_new_block();
 
   // The first-inserted block cached under `hash`, if any (vLLM: get_cached_block).
   std::optional<BlockId> get_cached_block(const BlockHash& hash) const;

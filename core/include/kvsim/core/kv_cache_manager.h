@@ -165,6 +165,33 @@ class KVCacheManager {
     return true;
   }
 
+  // allocate_slots(request, {num_new_tokens = 1}) of a RUNNING request on the single path
+  // whose one new slot needs exactly one new block (a decode crossing a block boundary, the
+  // lazy steady decodes' event): takes the pool's next block (get_new_block), appends it to the
+  // table, holds the token and caches the blocks it completes, exactly as the general path
+  // would, and stores the block in *out. Returns false and changes nothing when the request is
+  // not in that case or no block is free; the caller then calls allocate_slots().
+  bool allocate_one_new_block(const Request& request, BlockId* out) {
+    RequestBlocks* st = running_state(request);
+    if (st == nullptr) return false;
+    const int64_t max_len = config_.max_model_len;
+    const int64_t main = std::min(int64_t{request.num_computed_tokens}, max_len) + 1;
+    const int64_t slots = std::min(main, max_len);
+    const int64_t blocks = static_cast<int64_t>(st->blocks.size());
+    const int64_t bs = config_.block_size;
+    // cdiv(slots, bs) == blocks + 1, without the division.
+    if (slots <= blocks * bs || slots > (blocks + 1) * bs ||
+        block_pool_.get_num_free_blocks() < 1) {
+      return false;
+    }
+    const BlockId b = block_pool_.get_new_block();
+    st->blocks.push_back(b);
+    ++total_table_blocks_;
+    hold_tokens_in_table(request, *st, main);
+    *out = b;
+    return true;
+  }
+
   // A hint: the scheduler is about to call allocate_slots for this request.
   void prefetch_request_state(int64_t request_id) const {
     if (request_id >= 0 && static_cast<size_t>(request_id) < req_to_blocks_.size()) {
