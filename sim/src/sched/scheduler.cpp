@@ -1,6 +1,7 @@
 #include "kvsim/sim/sched/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -359,6 +360,23 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
   const int64_t batch = output_->step_index;
   int32_t implicit = 0;
   int32_t event_decodes = 0;  // implicit decodes that held their tokens through allocate_slots
+  // The least next schedule event of the members the tight loop passes over. Every member left
+  // at the end was passed over, or had its event here and was predicted again, so that and the
+  // predictions make lz_update_bound_ exact (the update after this schedule then needs no scan).
+  int64_t passed_min = INT64_MAX;
+  bool rebound = false;
+  if (lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() &&
+      lz_update_bound_ > batch - lazy_sched_minus_update() &&
+      token_budget >= static_cast<int64_t>(running_.size())) {
+    // Every running request is a member and none has an event in this batch (the bound): the
+    // loop below would count each one implicitly and end.
+    i = running_.size();
+    implicit = static_cast<int32_t>(i);
+    token_budget -= static_cast<int64_t>(i);
+  } else if (lazy_) {
+    lz_update_bound_ = INT64_MAX;  // nothing reads it before the end of this call
+    rebound = true;
+  }
   while (i < running_.size() && token_budget > 0) {
     if (lazy_) {
       // Steady members without an event: one decode token each, no entry, nothing touched.
@@ -367,10 +385,13 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
       const size_t n = running_.size();
       size_t j = i;
       int64_t budget = token_budget;
+      int64_t least = passed_min;
       while (j < n && budget > 0 && next_sched[j] > batch) {
+        least = std::min(least, next_sched[j]);
         ++j;
         --budget;
       }
+      passed_min = least;
       implicit += static_cast<int32_t>(j - i);
       token_budget = budget;
       i = j;
@@ -475,6 +496,9 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
     output_->implicit_context_tokens = lz_sum_computed_;
     lz_sum_computed_ += implicit;
     kv_.add_lazy_held_tokens(implicit - event_decodes);
+    if (rebound && passed_min != INT64_MAX) {
+      lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
+    }
   }
   return preempted_any;
 }
@@ -669,15 +693,25 @@ const SchedulerOutput& Scheduler::update_from_output() {
     std::sort(departed.begin(), departed.end(),
               [](const LazyDeparted& a, const LazyDeparted& b) { return a.key < b.key; });
     size_t d = 0;
-    const int64_t* const next_update = lz_next_update_.data();
-    const size_t n = running_.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (next_update[i] > batch || lz_[i].su > batch) continue;
-      while (d < departed.size() && departed[d].key < lz_[i].key) {
-        lz_items_.push_back({departed[d].key, departed[d].request, -1});
-        ++d;
+    // Below the bound no member has an event here (most updates): no scan. A scan makes the
+    // bound exact over the members it leaves alone; the others are predicted again (or leave)
+    // before this update returns, which lowers it as needed.
+    if (batch >= lz_update_bound_) {
+      const int64_t* const next_update = lz_next_update_.data();
+      const size_t n = running_.size();
+      int64_t bound = INT64_MAX;
+      for (size_t i = 0; i < n; ++i) {
+        if (next_update[i] > batch || lz_[i].su > batch) {
+          bound = std::min(bound, next_update[i]);
+          continue;
+        }
+        while (d < departed.size() && departed[d].key < lz_[i].key) {
+          lz_items_.push_back({departed[d].key, departed[d].request, -1});
+          ++d;
+        }
+        lz_items_.push_back({lz_[i].key, running_[i], static_cast<int32_t>(i)});
       }
-      lz_items_.push_back({lz_[i].key, running_[i], static_cast<int32_t>(i)});
+      lz_update_bound_ = bound;
     }
     for (; d < departed.size(); ++d)
       lz_items_.push_back({departed[d].key, departed[d].request, -1});

@@ -219,6 +219,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
     j = std::max<int64_t>(j, 0);
     lz_next_sched_[i] = next_schedule + j;
     lz_next_update_[i] = next_schedule - 1 + j;
+    lz_update_bound_ = std::min(lz_update_bound_, next_schedule - 1 + j);
     return;
   }
   // Sync (x computed, x + 1 tokens): step j is schedule(S + j) then update(S + j). The
@@ -231,6 +232,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;
   lz_next_update_[i] = next_schedule + j;
+  lz_update_bound_ = std::min(lz_update_bound_, next_schedule + j);
 }
 
 void Scheduler::lazy_after_update() {

@@ -49,6 +49,7 @@
 // free == num_host_swap_slots.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -313,6 +314,12 @@ class Scheduler {
     return u;
   }
   int64_t num_lazy_members() const { return lz_num_members_; }
+  // True when no member's next event is below the bound schedule() and update_from_output() use
+  // to skip their scans over running (the invariant at lz_update_bound_; for tests).
+  bool lazy_event_bound_holds() const {
+    return std::all_of(lz_next_update_.begin(), lz_next_update_.end(),
+                       [this](int64_t u) { return u >= lz_update_bound_; });
+  }
   // Settles every member and hands each request's unreported tokens to f(request_id, tokens)
   // (a replay that stops with requests still in flight).
   template <class F>
@@ -383,6 +390,13 @@ class Scheduler {
   std::vector<int64_t> lz_next_sched_;
   // A member's next update event (a batch index); INT64_MAX for a non-member.
   std::vector<int64_t> lz_next_update_;
+  // Invariant: no element of lz_next_update_ is below it (a lower bound, lowered by every
+  // prediction, made exact again by update_from_output's scan). A member's next schedule event
+  // is its next update event plus lazy_sched_minus_update(), so this bounds both: an update of a
+  // batch below it has no member event to merge, and a schedule of a batch below it plus that
+  // offset, with every running request a member, schedules them all implicitly.
+  int64_t lz_update_bound_ = INT64_MAX;
+  int64_t lazy_sched_minus_update() const { return config_.async_scheduling ? 1 : 0; }
   std::vector<int32_t> lz_pos_;  // by request id: its index in running_ (-1: not running)
   std::vector<LazyRunning> lz_;
   std::array<std::vector<LazyDeparted>, 2> lz_departed_;  // by batch index % 2
