@@ -45,12 +45,6 @@ namespace detail {
 namespace {
 
 enum class FieldKind : uint8_t { kInt, kSeconds, kStop };
-// Each timeline column's kind, in kTimelineCsvHeader's order (the step first).
-constexpr FieldKind kKinds[] = {
-    FieldKind::kInt, FieldKind::kSeconds, FieldKind::kSeconds, FieldKind::kInt, FieldKind::kInt,
-    FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt,     FieldKind::kInt, FieldKind::kInt,
-    FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt,     FieldKind::kInt, FieldKind::kStop,
-    FieldKind::kInt, FieldKind::kInt,     FieldKind::kInt};
 
 template <FieldKind kKind>
 uint32_t format_field(char* text, int64_t v) {
@@ -65,50 +59,51 @@ uint32_t format_field(char* text, int64_t v) {
   return static_cast<uint32_t>(end - text);
 }
 
+// A group's text from its values: "," before each column's formatting.
+template <FieldKind... kKinds, size_t N>
+uint32_t format_group(char* text, const int64_t (&v)[N]) {
+  static_assert(sizeof...(kKinds) == N);
+  char* t = text;
+  size_t i = 0;
+  ((*t++ = ',', t += format_field<kKinds>(t, v[i++])), ...);
+  return static_cast<uint32_t>(t - text);
+}
+
 }  // namespace
 
 TimelineRowFormatter::TimelineRowFormatter() {
-  static_assert(std::size(kKinds) == kNumFields);
-  for (size_t i = 0; i < kNumFields; ++i) {
-    Field& f = fields_[i];
-    f.value = 0;
-    switch (kKinds[i]) {
-      case FieldKind::kInt:
-        f.len = format_field<FieldKind::kInt>(f.text, 0);
-        break;
-      case FieldKind::kSeconds:
-        f.len = format_field<FieldKind::kSeconds>(f.text, 0);
-        break;
-      case FieldKind::kStop:
-        f.len = format_field<FieldKind::kStop>(f.text, 0);
-        break;
-    }
-  }
+  step_.len = format_field<FieldKind::kInt>(step_.text, 0);
+  time_.len = format_field<FieldKind::kSeconds>(time_.text, 0);
+  duration_.len = format_field<FieldKind::kSeconds>(duration_.text, 0);
+  for (Field& f : blocks_) f.len = format_field<FieldKind::kInt>(f.text, 0);
+  counts_.len = format_group<FieldKind::kInt, FieldKind::kInt, FieldKind::kInt, FieldKind::kInt,
+                             FieldKind::kInt, FieldKind::kInt>(counts_.text, counts_.values);
+  tail_.len = format_group<FieldKind::kInt, FieldKind::kStop, FieldKind::kInt, FieldKind::kInt,
+                           FieldKind::kInt>(tail_.text, tail_.values);
 }
 
 char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
-  Field* const f = fields_;
   // The step: usually the last one + 1, a decimal increment of its text.
-  if (r.step != f[0].value) {
-    if (f[0].value >= 0 && f[0].value < INT64_MAX && r.step == f[0].value + 1) {
-      char* const t = f[0].text;
-      int64_t i = static_cast<int64_t>(f[0].len) - 1;
+  if (r.step != step_.value) {
+    if (step_.value >= 0 && step_.value < INT64_MAX && r.step == step_.value + 1) {
+      char* const t = step_.text;
+      int64_t i = static_cast<int64_t>(step_.len) - 1;
       while (i >= 0 && t[i] == '9') t[i--] = '0';
       if (i >= 0) {
         ++t[i];
       } else {  // 9..9 -> 10..0
-        std::memmove(t + 1, t, f[0].len);
+        std::memmove(t + 1, t, step_.len);
         t[0] = '1';
-        ++f[0].len;
+        ++step_.len;
       }
     } else {
-      f[0].len = format_field<FieldKind::kInt>(f[0].text, r.step);
+      step_.len = format_field<FieldKind::kInt>(step_.text, r.step);
     }
-    f[0].value = r.step;
+    step_.value = r.step;
   }
-  std::memcpy(p, f[0].text, kFieldTextBytes);
-  p += f[0].len;
-  // Every other field: reformatted only when its value changed.
+  std::memcpy(p, step_.text, kFieldTextBytes);
+  p += step_.len;
+  // A single column: reformatted only when its value changed.
   auto put = [&p]<FieldKind kKind>(Field& field, int64_t v) {
     if (v != field.value) {
       field.value = v;
@@ -118,20 +113,37 @@ char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
     std::memcpy(p + 1, field.text, kFieldTextBytes);
     p += 1 + field.len;
   };
-  put.template operator()<FieldKind::kSeconds>(f[1], r.time_ns);
-  put.template operator()<FieldKind::kSeconds>(f[2], r.duration_ns);
-  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
-                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens,
-                            r.used_blocks,      r.free_blocks,    r.cached_blocks,
-                            r.padding_tokens,   r.preemptions};  // fields 3..13
-  // Unrolled at compile time (a runtime loop costs 60 instructions a row more).
-  auto put_ints = [&]<size_t... kI>(Field * first, const int64_t* v, std::index_sequence<kI...>) {
-    (put.template operator()<FieldKind::kInt>(first[kI], v[kI]), ...);
+  // A group: one comparison of all its values, its text reformatted only when one changed.
+  auto put_group = [&p]<size_t N>(Group<N>& g, const int64_t(&v)[N], auto reformat) {
+    if (std::memcmp(v, g.values, sizeof v) != 0) {
+      std::memcpy(g.values, v, sizeof v);
+      g.len = reformat(g.text, g.values);
+    }
+    if (g.len <= 32) {
+      std::memcpy(p, g.text, 32);
+    } else {
+      std::memcpy(p, g.text, kGroupTextBytes);
+    }
+    p += g.len;
   };
-  put_ints(f + 3, counts, std::make_index_sequence<std::size(counts)>());
-  put.template operator()<FieldKind::kStop>(f[14], static_cast<int64_t>(r.admission_stop));
-  const int64_t swaps[] = {r.swap_out_blocks, r.swap_in_blocks, r.host_slots_used};  // 15..17
-  put_ints(f + 15, swaps, std::make_index_sequence<std::size(swaps)>());
+  put.template operator()<FieldKind::kSeconds>(time_, r.time_ns);
+  put.template operator()<FieldKind::kSeconds>(duration_, r.duration_ns);
+  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
+                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens};
+  put_group(counts_, counts, [](char* t, const int64_t(&v)[6]) {
+    return format_group<FieldKind::kInt, FieldKind::kInt, FieldKind::kInt, FieldKind::kInt,
+                        FieldKind::kInt, FieldKind::kInt>(t, v);
+  });
+  put.template operator()<FieldKind::kInt>(blocks_[0], r.used_blocks);
+  put.template operator()<FieldKind::kInt>(blocks_[1], r.free_blocks);
+  put.template operator()<FieldKind::kInt>(blocks_[2], r.cached_blocks);
+  put.template operator()<FieldKind::kInt>(blocks_[3], r.padding_tokens);
+  const int64_t tail[] = {r.preemptions, static_cast<int64_t>(r.admission_stop), r.swap_out_blocks,
+                          r.swap_in_blocks, r.host_slots_used};
+  put_group(tail_, tail, [](char* t, const int64_t(&v)[5]) {
+    return format_group<FieldKind::kInt, FieldKind::kStop, FieldKind::kInt, FieldKind::kInt,
+                        FieldKind::kInt>(t, v);
+  });
   *p++ = '\n';
   return p;
 }

@@ -30,7 +30,8 @@ inline constexpr std::string_view kRequestsCsvHeader =
 // two short words and a reject reason, which is a fixed enum name.
 inline constexpr size_t kMaxCsvRow = 1024;
 // Room for one field's text: int64's longest decimal (20 characters) and seconds' (20), copied
-// as one fixed-size block (up to kFieldTextBytes - 1 bytes past the field, inside kMaxCsvRow).
+// as one fixed-size block (up to kFieldTextBytes - 1 bytes past the field, inside kMaxCsvRow;
+// a timeline row's column groups copy up to 128 bytes the same way).
 inline constexpr size_t kFieldTextBytes = 24;
 inline constexpr size_t kCsvFlushBytes = size_t{1} << 18;
 
@@ -109,7 +110,12 @@ inline char* put_seconds(char* p, int64_t ns) {
 // last is incremented in place. The bytes are those of formatting every field (put_int,
 // put_seconds, to_string) whatever the rows' order; only the cost depends on it (issue 27: 920
 // instructions a row field by field on the whole Azure conv replay, see bench/RESULTS.md).
-// Invariant: for every field, text[0, len) is the formatting of value.
+// Two runs of columns rarely change at all - the counts of requests and tokens (columns 3-8:
+// they move at arrivals, prefills and finishes) and the tail (13-17: preemptions, the admission
+// stop, swaps) - so each run keeps its whole text, ",v,v,...", and copies it while none of its
+// values changed: one comparison and one copy instead of one per column.
+// Invariant: for every field, text[0, len) is the formatting of value; for every group,
+// text[0, len) is "," followed by each value's formatting, separated by ",".
 class TimelineRowFormatter {
  public:
   TimelineRowFormatter();
@@ -121,8 +127,20 @@ class TimelineRowFormatter {
     uint32_t len = 0;
     char text[kFieldTextBytes] = {};
   };
-  static constexpr size_t kNumFields = 18;
-  Field fields_[kNumFields];
+  // Room for a group's text: 6 columns of at most 21 characters with their commas (126).
+  static constexpr size_t kGroupTextBytes = 128;
+  template <size_t N>
+  struct Group {
+    int64_t values[N] = {};
+    uint32_t len = 0;
+    char text[kGroupTextBytes] = {};
+  };
+  Field step_;
+  Field time_;
+  Field duration_;
+  Group<6> counts_;  // running .. decode_tokens
+  Field blocks_[4];  // used_blocks, free_blocks, cached_blocks, padding_tokens
+  Group<5> tail_;  // preemptions, admission_stop, swap_out_blocks, swap_in_blocks, host_slots_used
 };
 
 // One line, '\n'-terminated, at p (begin_row); returns its end.
