@@ -235,6 +235,7 @@ bool ReplicaEngine::admit_arrivals() {
 
 void ReplicaEngine::step() {
   if (!admit_arrivals()) return;
+  if (sched_.quiet_step_possible() && step_if_quiet()) return;
   if (sched_.config().async_scheduling) {
     step_async();
   } else {
@@ -537,6 +538,43 @@ void ReplicaEngine::livelock(int64_t steps) const {
       "progress",
       steps, t_, sched_.num_running(), sched_.num_waiting(), kv.num_free_blocks(),
       sched_.config().num_gpu_blocks - 1, head));
+}
+
+// step_sync() or step_async() for a step whose batch holds implicit decodes only and whose
+// update applies nothing (Scheduler::schedule_and_update_if_quiet): the same clock, counters
+// and row, without the general code's passes over entries, aborts and finishes (none). Nothing
+// read here changes in that update, so doing the accounting after it is the same.
+bool ReplicaEngine::step_if_quiet() {
+  if (!null_backend_ || config_.check_invariants) return false;
+  const bool async = sched_.config().async_scheduling;
+  const Scheduler::QuietStep quiet = sched_.schedule_and_update_if_quiet();
+  if (quiet.scheduled == nullptr) return false;
+  const SchedulerOutput& out = *quiet.scheduled;
+  StepWork work;
+  work.num_seqs = out.implicit_decodes;
+  work.num_decode_tokens = out.implicit_decodes;
+  work.sum_context_tokens = out.implicit_context_tokens;
+  work.sum_context_x_new = out.implicit_context_tokens;
+  work.sum_new_squared = out.implicit_decodes;
+  work_ = work;
+  if (async) {
+    summary_.async_ahead_tokens += out.implicit_decodes;
+    const int64_t start = std::max(t_, gpu_free_ns_);
+    const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/true);
+    on_step(out, start);
+    log_row(out, start, dt);
+    gpu_free_ns_ = batch_end(start, dt);
+    end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
+    // The update was of the batch before.
+    t_ = std::max(t_, end_ns_[static_cast<size_t>((out.step_index - 1) % 2)]);
+  } else {
+    const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/false);
+    on_step(out, t_);
+    log_row(out, t_, dt);
+    advance_clock(dt);
+  }
+  idle_steps_ = 0;  // every implicit decode is a new position
+  return true;
 }
 
 // vLLM EngineCore.step(): schedule, execute, update, strictly alternating.

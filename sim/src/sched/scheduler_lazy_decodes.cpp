@@ -184,6 +184,51 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   return true;
 }
 
+Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
+  const bool async = config_.async_scheduling;
+  const int64_t batch = step_;
+  const size_t n = running_.size();
+  // What schedule(batch) would find: the RUNNING loop's skip (schedule_running), an empty
+  // waiting queue, nothing to report.
+  if (!lazy_ || n == 0 || static_cast<size_t>(lz_num_members_) != n || !waiting_.empty() ||
+      !finished_pending_.empty() || lz_update_bound_ <= batch - lazy_sched_minus_update() ||
+      config_.max_num_batched_tokens < static_cast<int64_t>(n)) {
+    return {};
+  }
+  // What the update would find: async, the pending batch (batch - 1) without entries or departed
+  // members, and no member event (below the bound); sync, the batch just scheduled, which has
+  // neither.
+  const int64_t updated = async ? batch - 1 : batch;
+  if (num_pending_outputs() != (async ? 1 : 0)) return {};
+  if (async &&
+      (!outputs_[static_cast<size_t>(updated % 2)].scheduled.empty() ||
+       !lz_departed_[static_cast<size_t>(updated % 2)].empty() || lz_update_bound_ <= updated)) {
+    return {};
+  }
+  // schedule(): every member implicitly, one token each.
+  output_ = &outputs_[static_cast<size_t>(batch % 2)];
+  output_->clear();
+  output_->step_index = step_++;
+  step_threshold_ = long_prefill_threshold_for_step();
+  const auto implicit = static_cast<int32_t>(n);
+  output_->implicit_decodes = implicit;
+  output_->implicit_context_tokens = lz_sum_computed_;
+  lz_sum_computed_ += implicit;
+  kv_.add_lazy_held_tokens(implicit);
+  output_->admission_stop = AdmissionStop::QUEUE_EMPTY;
+  output_->total_num_scheduled_tokens = implicit;
+  output_->num_decode_tokens = implicit;
+  lz_sched_done_ = step_;
+  // update_from_output(): every token is the lazy clock's.
+  SchedulerOutput& update = outputs_[static_cast<size_t>(updated % 2)];
+  update.finished_in_update.clear();
+  ++first_pending_step_;
+  lz_items_.clear();
+  lz_processed_.clear();
+  lz_upd_done_ = first_pending_step_;
+  return {output_, &update};
+}
+
 bool Scheduler::lazy_is_steady(const Request& r) const {
   if (r.status != RequestStatus::RUNNING || r.num_output_tokens < 1) return false;
   if (config_.async_scheduling) {

@@ -207,6 +207,7 @@ struct SchedulerRun {
   std::vector<std::string> steps;
   int64_t implicit = 0;
   int64_t preemptions = 0;
+  int64_t quiet_steps = 0;  // through Scheduler::schedule_and_update_if_quiet
 };
 
 SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) {
@@ -229,7 +230,13 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) 
     if (added == n && !s.has_requests() && s.num_pending_outputs() == 0) break;
     std::string line;
     bool process = true;
-    if (s.has_requests()) {
+    // The engine's quiet steps (lazy runs only): one call for both halves, the same outputs.
+    if (const Scheduler::QuietStep q = s.schedule_and_update_if_quiet(); q.scheduled) {
+      run.implicit += q.scheduled->implicit_decodes;
+      ++run.quiet_steps;
+      line = describe(*q.scheduled) + " | " + describe(*q.updated);
+      process = false;
+    } else if (s.has_requests()) {
       const SchedulerOutput& o = s.schedule();
       run.implicit += o.implicit_decodes;
       line = describe(o);
@@ -251,6 +258,7 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) 
 TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   int64_t implicit = 0;
   int64_t preemptions = 0;
+  int64_t quiet = 0;
   for (const bool caching : {true, false}) {
     for (const int32_t bs : {4, 16}) {
       for (const int32_t blocks_per_seq : {2, 6}) {  // 2: preempts; 6: roomy
@@ -273,8 +281,10 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
           for (size_t k = 0; k < general.steps.size(); ++k) {
             ASSERT_EQ(general.steps[k], lazy.steps[k]) << what << " step " << k;
           }
+          EXPECT_EQ(general.quiet_steps, 0) << what;
           implicit += lazy.implicit;
           preemptions += lazy.preemptions;
+          quiet += lazy.quiet_steps;
         }
       }
     }
@@ -282,6 +292,8 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   // Most decodes of these runs are implicit.
   EXPECT_GE(implicit, 5000);
   EXPECT_GE(preemptions, 50);
+  fmt::print("quiet steps: {}\n", quiet);
+  EXPECT_GE(quiet, 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(SteadyDecode, SteadyDecodeModes, ::testing::Values(true, false),

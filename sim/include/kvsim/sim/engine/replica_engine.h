@@ -136,6 +136,8 @@ class ReplicaEngine {
   bool admit_arrivals();
   void step_sync();
   void step_async();
+  // A quiet step (Scheduler::schedule_and_update_if_quiet), either mode: true when it ran.
+  bool step_if_quiet();
   void arrive(size_t index);
   void reject(size_t index, RejectReason why);
   void leave_queue(const RequestRecord& rec);

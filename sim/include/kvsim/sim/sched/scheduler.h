@@ -247,6 +247,24 @@ class Scheduler {
   bool has_requests() const { return has_unfinished_requests() || !finished_pending_.empty(); }
   // Outputs scheduled and not yet passed to update_from_output().
   int64_t num_pending_outputs() const { return step_ - first_pending_step_; }
+
+  // The scheduler's half of one *quiet* engine step: every running request a lazy member
+  // (lazy_decodes_active) without an event in it, nothing waiting, no finished id left to
+  // report, and, async, the one pending batch holding implicit decodes only. schedule() and the
+  // update_from_output() that engine step makes (async: of the pending batch; sync: of the batch
+  // just scheduled) then only move the lazy clocks and totals: this does exactly what the two
+  // calls would do and returns the outputs the two would have returned. Returns nulls, having
+  // changed nothing, when the step is not quiet; the caller then makes the two calls.
+  // A cheap first test (inline) of the conditions above: false means the step is not quiet.
+  bool quiet_step_possible() const {
+    return lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() &&
+           lz_update_bound_ > step_ - lazy_sched_minus_update() && waiting_.empty();
+  }
+  struct QuietStep {
+    const SchedulerOutput* scheduled = nullptr;
+    const SchedulerOutput* updated = nullptr;
+  };
+  QuietStep schedule_and_update_if_quiet();
   // schedule() calls so far (the next step index).
   int64_t num_scheduled_steps() const { return step_; }
   // Whether the id of a request that was done (finished, aborted or rejected; its KV freed) when
