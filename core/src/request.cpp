@@ -40,7 +40,7 @@ void Request::materialize_block_hashes() {
   num_deferred_block_hashes = 0;
 }
 
-void Request::update_block_hashes() {
+void Request::update_block_hashes_general() {
   if (hash_block_size <= 0) return;
   const int64_t bs = hash_block_size;
   const int64_t num_full = num_tokens() / bs;

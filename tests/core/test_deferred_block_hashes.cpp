@@ -41,8 +41,12 @@ TEST(DeferredBlockHashes, MaterializedChainEqualsEagerHashingAtEveryLength) {
     lazy.enable_block_hashing(bs, true);
     const int steps = std::uniform_int_distribution<int>(0, 120)(rng);
     for (int k = 0; k < steps; ++k) {
-      eager.append_output_tokens(1);
-      lazy.append_output_tokens(1);
+      // One token a step, or (odd trials) several at once, as a lazy member's settle does:
+      // one update may complete several blocks.
+      const int32_t n =
+          trial % 2 == 0 ? 1 : std::uniform_int_distribution<int32_t>(1, 2 * bs + 1)(rng);
+      eager.append_output_tokens(n);
+      lazy.append_output_tokens(n);
       ASSERT_EQ(eager.num_block_hashes(), lazy.num_block_hashes());
       ASSERT_EQ(eager.next_block_hash_tokens, lazy.next_block_hash_tokens);
       ASSERT_EQ(eager.first_private_block_hash, lazy.first_private_block_hash);

@@ -292,7 +292,6 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   // Most decodes of these runs are implicit.
   EXPECT_GE(implicit, 5000);
   EXPECT_GE(preemptions, 50);
-  fmt::print("quiet steps: {}\n", quiet);
   EXPECT_GE(quiet, 100);
 }
 

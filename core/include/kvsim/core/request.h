@@ -16,6 +16,7 @@
 //     deferred block is private (index >= first_private_block_hash).
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -123,8 +124,24 @@ struct Request {
     if (num_tokens() >= next_block_hash_tokens) update_block_hashes();
   }
   // Hashes (or defers) every full block not hashed yet (from num_block_hashes() on) and sets
-  // next_block_hash_tokens.
-  void update_block_hashes();
+  // next_block_hash_tokens. Inline for the common call once hashes are deferred: the next block
+  // reaches past the prompt, so it and every later one is private and only counted (what the
+  // general loop's first iteration does).
+  void update_block_hashes() {
+    if (num_deferred_block_hashes > 0 && hash_block_size > 0) {
+      const int64_t bs = hash_block_size;
+      const int64_t next = num_block_hashes();
+      if ((next + 1) * bs > num_prompt_tokens) {
+        const int64_t full = num_tokens() / bs;
+        if (full > next) num_deferred_block_hashes += static_cast<int32_t>(full - next);
+        next_block_hash_tokens = static_cast<int32_t>(
+            std::min<int64_t>((int64_t{num_block_hashes()} + 1) * bs, INT32_MAX));
+        return;
+      }
+    }
+    update_block_hashes_general();
+  }
+  void update_block_hashes_general();
   // Frees the hash list's memory once the request is finished or rejected (its hashes are never
   // read again). `block_hashes = {}` would not: that is the initializer-list assignment, which
   // keeps the capacity, so every finished request kept its list until the replay ended.
