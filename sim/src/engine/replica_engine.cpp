@@ -118,6 +118,16 @@ int32_t histogram_percentile(const std::vector<int64_t>& hist, int64_t total, do
   return static_cast<int32_t>(hist.size()) - 1;
 }
 
+// A batch's implicit decodes (lazy steady decodes) in its StepWork: one token each at its
+// context.
+void add_implicit_decodes(StepWork& work, const SchedulerOutput& out) {
+  work.num_seqs += out.implicit_decodes;
+  work.num_decode_tokens += out.implicit_decodes;
+  work.sum_context_tokens += out.implicit_context_tokens;
+  work.sum_context_x_new += out.implicit_context_tokens;
+  work.sum_new_squared += out.implicit_decodes;
+}
+
 }  // namespace
 
 void derive_replay_summary(const ReplayStepSums& sums, ReplaySummary& sum) {
@@ -551,11 +561,7 @@ bool ReplicaEngine::step_if_quiet() {
   if (quiet.scheduled == nullptr) return false;
   const SchedulerOutput& out = *quiet.scheduled;
   StepWork work;
-  work.num_seqs = out.implicit_decodes;
-  work.num_decode_tokens = out.implicit_decodes;
-  work.sum_context_tokens = out.implicit_context_tokens;
-  work.sum_context_x_new = out.implicit_context_tokens;
-  work.sum_new_squared = out.implicit_decodes;
+  add_implicit_decodes(work, out);
   work_ = work;
   if (async) {
     summary_.async_ahead_tokens += out.implicit_decodes;
@@ -603,12 +609,7 @@ void ReplicaEngine::step_sync() {
   for (const ScheduledRequest& s : out.scheduled) {
     work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
   }
-  // Implicit decodes (lazy steady decodes): one token each at its context.
-  work.num_seqs += out.implicit_decodes;
-  work.num_decode_tokens += out.implicit_decodes;
-  work.sum_context_tokens += out.implicit_context_tokens;
-  work.sum_context_x_new += out.implicit_context_tokens;
-  work.sum_new_squared += out.implicit_decodes;
+  add_implicit_decodes(work, out);
   work_ = work;
   execute_batch(out);
   const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/false) + account_swaps(out);
@@ -661,12 +662,8 @@ void ReplicaEngine::step_async() {
           ahead_blocks += s.new_blocks_count;
         }
       }
-      // Implicit decodes: one token each at its context, scheduled one token ahead.
-      work.num_seqs += out.implicit_decodes;
-      work.num_decode_tokens += out.implicit_decodes;
-      work.sum_context_tokens += out.implicit_context_tokens;
-      work.sum_context_x_new += out.implicit_context_tokens;
-      work.sum_new_squared += out.implicit_decodes;
+      // Implicit decodes, scheduled one token ahead.
+      add_implicit_decodes(work, out);
       ahead_tokens += out.implicit_decodes;
       ahead_blocks += out.implicit_new_blocks;
       work_ = work;
