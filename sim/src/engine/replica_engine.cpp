@@ -555,7 +555,6 @@ void ReplicaEngine::livelock(int64_t steps) const {
 // and row, without the general code's passes over entries, aborts and finishes (none). Nothing
 // read here changes in that update, so doing the accounting after it is the same.
 bool ReplicaEngine::step_if_quiet() {
-  if (!null_backend_ || config_.check_invariants) return false;
   const bool async = sched_.config().async_scheduling;
   const Scheduler::QuietStep quiet = sched_.schedule_and_update_if_quiet();
   if (quiet.scheduled == nullptr) return false;

@@ -365,11 +365,8 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
   // predictions make lz_update_bound_ exact (the update after this schedule then needs no scan).
   int64_t passed_min = INT64_MAX;
   bool rebound = false;
-  if (lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() &&
-      lz_update_bound_ > batch - lazy_sched_minus_update() &&
-      token_budget >= static_cast<int64_t>(running_.size())) {
-    // Every running request is a member and none has an event in this batch (the bound): the
-    // loop below would count each one implicitly and end.
+  if (lazy_members_quiet_at(batch) && token_budget >= static_cast<int64_t>(running_.size())) {
+    // The loop below would count each member implicitly and end.
     i = running_.size();
     implicit = static_cast<int32_t>(i);
     token_budget -= static_cast<int64_t>(i);

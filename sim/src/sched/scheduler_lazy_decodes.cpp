@@ -190,8 +190,7 @@ Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
   const size_t n = running_.size();
   // What schedule(batch) would find: the RUNNING loop's skip (schedule_running), an empty
   // waiting queue, nothing to report.
-  if (!lazy_ || n == 0 || static_cast<size_t>(lz_num_members_) != n || !waiting_.empty() ||
-      !finished_pending_.empty() || lz_update_bound_ <= batch - lazy_sched_minus_update() ||
+  if (!quiet_step_possible() || n == 0 || !finished_pending_.empty() ||
       config_.max_num_batched_tokens < static_cast<int64_t>(n)) {
     return {};
   }

@@ -255,16 +255,13 @@ class Scheduler {
   // just scheduled) then only move the lazy clocks and totals: this does exactly what the two
   // calls would do and returns the outputs the two would have returned. Returns nulls, having
   // changed nothing, when the step is not quiet; the caller then makes the two calls.
-  // A cheap first test (inline) of the conditions above: false means the step is not quiet.
-  bool quiet_step_possible() const {
-    return lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() &&
-           lz_update_bound_ > step_ - lazy_sched_minus_update() && waiting_.empty();
-  }
   struct QuietStep {
     const SchedulerOutput* scheduled = nullptr;
     const SchedulerOutput* updated = nullptr;
   };
   QuietStep schedule_and_update_if_quiet();
+  // Part of the conditions above, inline: false means the next step is not quiet.
+  bool quiet_step_possible() const { return lazy_members_quiet_at(step_) && waiting_.empty(); }
   // schedule() calls so far (the next step index).
   int64_t num_scheduled_steps() const { return step_; }
   // Whether the id of a request that was done (finished, aborted or rejected; its KV freed) when
@@ -415,6 +412,11 @@ class Scheduler {
   // offset, with every running request a member, schedules them all implicitly.
   int64_t lz_update_bound_ = INT64_MAX;
   int64_t lazy_sched_minus_update() const { return config_.async_scheduling ? 1 : 0; }
+  // Every running request is a member and none has a schedule event in `batch` (the bound).
+  bool lazy_members_quiet_at(int64_t batch) const {
+    return lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() &&
+           lz_update_bound_ > batch - lazy_sched_minus_update();
+  }
   std::vector<int32_t> lz_pos_;  // by request id: its index in running_ (-1: not running)
   std::vector<LazyRunning> lz_;
   std::array<std::vector<LazyDeparted>, 2> lz_departed_;  // by batch index % 2
