@@ -66,7 +66,11 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
       continue;
     }
     if (t == ReplicaEngine::kNoEvent) break;
-    engine.step();
+    // Quiet steps back to back until the next request is due or a progress report.
+    const int64_t before = next < n ? requests.requests[next].arrival_time_ns : INT64_MAX;
+    const int64_t max_steps =
+        progress ? std::max<int64_t>(next_progress - engine.num_steps(), 1) : INT64_MAX;
+    if (engine.run_quiet_steps(before, max_steps) == 0) engine.step();
     if (progress && engine.num_steps() >= next_progress) {
       next_progress += config.progress_every_steps;
       progress(engine.num_done(), total, engine.clock_ns());
@@ -108,8 +112,10 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   std::vector<int64_t> free_slots;
   const int64_t total = trace.num_requests();
   int64_t next_progress = config.progress_every_steps;
-  const auto step = [&] {
-    engine.step();
+  const auto step = [&](int64_t before_ns) {
+    const int64_t max_steps =
+        progress ? std::max<int64_t>(next_progress - engine.num_steps(), 1) : INT64_MAX;
+    if (engine.run_quiet_steps(before_ns, max_steps) == 0) engine.step();
     const int64_t now = engine.scheduler().num_scheduled_steps();
     for (int64_t slot : done_log) retiring.push_back({slot, now});
     done_log.clear();
@@ -129,7 +135,7 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   trace.for_each([&](TraceRequest&& tr) {
     check_arrival(trace.header().path, index, tr, previous_arrival_ns);
     previous_arrival_ns = tr.arrival_ns;
-    while (engine.next_event_ns() < tr.arrival_ns) step();
+    while (engine.next_event_ns() < tr.arrival_ns) step(tr.arrival_ns);
     int64_t slot = 0;
     if (!free_slots.empty()) {
       slot = free_slots.back();
@@ -147,7 +153,7 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
     engine.add_request(slot);
     ++index;
   });
-  while (engine.next_event_ns() != ReplicaEngine::kNoEvent) step();
+  while (engine.next_event_ns() != ReplicaEngine::kNoEvent) step(INT64_MAX);
   engine.finish();
   if (progress) progress(engine.num_done(), total, engine.clock_ns());
   ReplayResult result;

@@ -183,6 +183,7 @@ ReplicaEngine::ReplicaEngine(const ReplayConfig& config, KvBackend& backend,
   sum.backend = backend_.name();
   sum.step_time_model = step_time_.describe();
   sum.step_time_calibration = step_time_.calibration();
+  constant_step_ns_ = step_time_.constant_step_ns().value_or(-1);
   if (const RequestOverheads o = step_time_.request_overheads(); o.any()) {
     has_overheads_ = true;
     queueing_ns_ = std::llround(o.queueing_s * 1e9);
@@ -370,6 +371,38 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
   }
 }
 
+// on_step() for a batch of implicit decodes only (no entry; lazy decodes imply the single
+// path): the same counters in the same order.
+void ReplicaEngine::on_implicit_step(const SchedulerOutput& out) {
+  new_work_ = true;  // implicit decodes are always at new positions
+  ReplaySummary& sum = summary_;
+  sum.steady_decode_steps += 1;
+  sum.steps += 1;
+  sum.scheduled_tokens += out.total_num_scheduled_tokens;
+  sum.decode_tokens += out.num_decode_tokens;
+  const auto running = static_cast<int32_t>(sched_.num_running());
+  if (static_cast<size_t>(running) >= sum.running_histogram.size()) {
+    sum.running_histogram.resize(static_cast<size_t>(running) + 1, 0);
+  }
+  sum.running_histogram[static_cast<size_t>(running)] += 1;
+  sums_.sum_running += running;
+  sum.peak_running = std::max(sum.peak_running, running);
+  const KVCacheManager& kv = sched_.kv_cache_manager();
+  const int32_t used = used_blocks();
+  const int64_t padding = kv.padding_tokens();
+  sums_.sum_padding += static_cast<double>(padding);
+  sum.padding_tokens_peak = std::max(sum.padding_tokens_peak, padding);
+  if (used > 0) {
+    sums_.sum_padding_fraction +=
+        static_cast<double>(padding) / (static_cast<double>(used) * sched_.config().block_size);
+    ++sums_.padding_fraction_steps;
+  }
+  const double usage = kv.usage();
+  sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
+  sums_.sum_usage += usage;
+  ++sums_.usage_steps;
+}
+
 void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
   ReplaySummary& sum = summary_;
   const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
@@ -555,31 +588,45 @@ void ReplicaEngine::livelock(int64_t steps) const {
 // and row, without the general code's passes over entries, aborts and finishes (none). Nothing
 // read here changes in that update, so doing the accounting after it is the same.
 bool ReplicaEngine::step_if_quiet() {
-  const bool async = sched_.config().async_scheduling;
   const Scheduler::QuietStep quiet = sched_.schedule_and_update_if_quiet();
   if (quiet.scheduled == nullptr) return false;
   const SchedulerOutput& out = *quiet.scheduled;
-  StepWork work;
-  add_implicit_decodes(work, out);
-  work_ = work;
+  int64_t dt = constant_step_ns_;
+  const bool async = sched_.config().async_scheduling;
+  if (dt < 0) {
+    StepWork work;
+    add_implicit_decodes(work, out);
+    dt = step_time_.step_time_ns(work, /*overlap_cpu=*/async);
+  }
   if (async) {
     summary_.async_ahead_tokens += out.implicit_decodes;
+    summary_.async_ahead_blocks += out.implicit_new_blocks;
     const int64_t start = std::max(t_, gpu_free_ns_);
-    const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/true);
-    on_step(out, start);
-    log_row(out, start, dt);
+    on_implicit_step(out);
+    if (config_.record_timeline) log_row(out, start, dt);
     gpu_free_ns_ = batch_end(start, dt);
     end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
     // The update was of the batch before.
     t_ = std::max(t_, end_ns_[static_cast<size_t>((out.step_index - 1) % 2)]);
   } else {
-    const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/false);
-    on_step(out, t_);
-    log_row(out, t_, dt);
+    on_implicit_step(out);
+    if (config_.record_timeline) log_row(out, t_, dt);
     advance_clock(dt);
   }
   idle_steps_ = 0;  // every implicit decode is a new position
   return true;
+}
+
+int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
+  int64_t done = 0;
+  // step()'s checks: an added request due now must arrive first (admit_arrivals).
+  while (
+      done < max_steps && t_ < before_ns &&
+      (pending_.empty() || requests_[static_cast<size_t>(pending_.front())].arrival_time_ns > t_) &&
+      sched_.quiet_step_possible() && step_if_quiet()) {
+    ++done;
+  }
+  return done;
 }
 
 // vLLM EngineCore.step(): schedule, execute, update, strictly alternating.
@@ -609,9 +656,8 @@ void ReplicaEngine::step_sync() {
     work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
   }
   add_implicit_decodes(work, out);
-  work_ = work;
   execute_batch(out);
-  const int64_t dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/false) + account_swaps(out);
+  const int64_t dt = step_time_.step_time_ns(work, /*overlap_cpu=*/false) + account_swaps(out);
   new_work_ = false;
   on_step(out, t_);
   log_row(out, t_, dt);
@@ -665,12 +711,11 @@ void ReplicaEngine::step_async() {
       add_implicit_decodes(work, out);
       ahead_tokens += out.implicit_decodes;
       ahead_blocks += out.implicit_new_blocks;
-      work_ = work;
       sum.async_ahead_tokens += ahead_tokens;
       sum.async_ahead_blocks += ahead_blocks;
       execute_batch(out);
       // Async: the host schedules this batch while the GPU runs the previous one.
-      dt = step_time_.step_time_ns(work_, /*overlap_cpu=*/true);
+      dt = step_time_.step_time_ns(work, /*overlap_cpu=*/true);
       on_step(out, start);
       log_row(out, start, dt);
     } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {

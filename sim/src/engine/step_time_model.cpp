@@ -48,6 +48,13 @@ StepTimeBreakdown FixedStepTime::estimate(const StepWork& work) const {
   return b;
 }
 
+std::optional<int64_t> FixedStepTime::constant_step_ns() const {
+  // cpu_s is 0, so overlapping changes nothing; one decode token stands for any non-empty step.
+  StepWork one;
+  one.add_sequence(0, 1, false);
+  return step_time_ns(one);
+}
+
 std::string FixedStepTime::calibration() const {
   return "none: a fixed time per step, not a latency model";
 }

@@ -184,36 +184,80 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   return true;
 }
 
+bool Scheduler::lazy_quiet_events_succeed(int64_t batch) {
+  // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
+  // member, when a sync decode would stop it, or when its one decode needs a block the pool no
+  // longer has. Settling first is what both paths do with a member that has an event.
+  const int64_t* const next_sched = lz_next_sched_.data();
+  int64_t blocks = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (next_sched[i] > batch) continue;
+    lazy_settle(i);
+    const Request& r = *running_[i];
+    if (lazy_skips(r)) return false;
+    if (!config_.async_scheduling && (int64_t{r.num_output_tokens} + 1 >= r.max_tokens ||
+                                      int64_t{r.num_tokens()} + 1 >= config_.max_model_len)) {
+      return false;
+    }
+    const int32_t need = kv_.new_blocks_for_one_decode(r);
+    if (need < 0) return false;
+    blocks += need;
+  }
+  return blocks <= kv_.num_free_blocks();
+}
+
 Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
   const bool async = config_.async_scheduling;
   const int64_t batch = step_;
   const size_t n = running_.size();
-  // What schedule(batch) would find: the RUNNING loop's skip (schedule_running), an empty
-  // waiting queue, nothing to report.
+  // What schedule(batch) would find: every running request a member, an empty waiting queue,
+  // nothing to report, a budget for every member.
   if (!quiet_step_possible() || n == 0 || !finished_pending_.empty() ||
       config_.max_num_batched_tokens < static_cast<int64_t>(n)) {
     return {};
   }
   // What the update would find: async, the pending batch (batch - 1) without entries or departed
-  // members, and no member event (below the bound); sync, the batch just scheduled, which has
-  // neither.
+  // members; sync, the batch just scheduled, which has neither. A member's update event is its
+  // schedule event's batch minus lazy_sched_minus_update(), and handling the schedule event
+  // predicts the member past this update, so members with events here leave it nothing to do.
   const int64_t updated = async ? batch - 1 : batch;
   if (num_pending_outputs() != (async ? 1 : 0)) return {};
-  if (async &&
-      (!outputs_[static_cast<size_t>(updated % 2)].scheduled.empty() ||
-       !lz_departed_[static_cast<size_t>(updated % 2)].empty() || lz_update_bound_ <= updated)) {
+  if (async && (!outputs_[static_cast<size_t>(updated % 2)].scheduled.empty() ||
+                !lz_departed_[static_cast<size_t>(updated % 2)].empty())) {
     return {};
   }
-  // schedule(): every member implicitly, one token each.
+  const bool events = lz_update_bound_ <= updated;
+  if (events && !lazy_quiet_events_succeed(batch)) return {};
+  // schedule(): every member implicitly, one token each; schedule_running's member loop with
+  // every event succeeding (checked above).
   output_ = &outputs_[static_cast<size_t>(batch % 2)];
   output_->clear();
   output_->step_index = step_++;
   step_threshold_ = long_prefill_threshold_for_step();
   const auto implicit = static_cast<int32_t>(n);
+  int32_t event_decodes = 0;
+  if (events) {
+    lz_update_bound_ = INT64_MAX;
+    int64_t passed_min = INT64_MAX;
+    for (size_t i = 0; i < n; ++i) {
+      if (lz_next_sched_[i] > batch) {
+        passed_min = std::min(passed_min, lz_next_sched_[i]);
+        continue;
+      }
+      if (!lazy_schedule_event(i)) {
+        throw std::logic_error(fmt::format(
+            "lazy decodes: member {} failed an event checked to succeed", running_[i]->request_id));
+      }
+      ++event_decodes;
+    }
+    if (passed_min != INT64_MAX) {
+      lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
+    }
+  }
   output_->implicit_decodes = implicit;
   output_->implicit_context_tokens = lz_sum_computed_;
   lz_sum_computed_ += implicit;
-  kv_.add_lazy_held_tokens(implicit);
+  kv_.add_lazy_held_tokens(implicit - event_decodes);
   output_->admission_stop = AdmissionStop::QUEUE_EMPTY;
   output_->total_num_scheduled_tokens = implicit;
   output_->num_decode_tokens = implicit;

@@ -98,6 +98,11 @@ class ReplicaEngine {
   void add_request(int64_t id);
   int64_t next_event_ns() const;
   void step();
+  // Runs step() while it would be a quiet step (Scheduler::schedule_and_update_if_quiet), the
+  // clock is before `before_ns` (where the driver adds its next request) and fewer than
+  // `max_steps` ran: what that many step() calls do, without their checks per step. Returns the
+  // steps run (0: call step()). Drivers call it before step() in their loops.
+  int64_t run_quiet_steps(int64_t before_ns, int64_t max_steps);
   // Ends the run: clock, backend verification (non-null backends), derived summary fields,
   // latency percentiles of this replica's finished requests.
   void finish();
@@ -138,6 +143,7 @@ class ReplicaEngine {
   void step_async();
   // A quiet step (Scheduler::schedule_and_update_if_quiet), either mode: true when it ran.
   bool step_if_quiet();
+  void on_implicit_step(const SchedulerOutput& out);  // on_step() of a batch without entries
   void arrive(size_t index);
   void reject(size_t index, RejectReason why);
   void leave_queue(const RequestRecord& rec);
@@ -179,8 +185,8 @@ class ReplicaEngine {
   ReplayStepSums sums_;
   std::vector<TimelineRow> timeline_;
   LatencyCollector latency_;
-  StepWork work_;
   StepBatch batch_;
+  int64_t constant_step_ns_ = -1;  // StepTimeModel::constant_step_ns(), -1 when not constant
   int64_t t_ = 0;
   int64_t done_ = 0;        // finished + rejected
   int64_t idle_steps_ = 0;  // consecutive steps without progress (livelock guard)

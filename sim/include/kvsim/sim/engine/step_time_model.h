@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -113,6 +114,9 @@ class StepTimeModel {
   // Throws std::runtime_error when the estimate is not finite or exceeds kMaxStepSeconds (a huge
   // batch on a tiny mfu/mbu); such a step is a configuration error, not something to clamp.
   int64_t step_time_ns(const StepWork& work, bool overlap_cpu = false) const;
+  // step_time_ns() of every non-empty step, either mode, for a model whose steps all take the
+  // same time; nullopt otherwise (the replay then asks step_time_ns() per step).
+  virtual std::optional<int64_t> constant_step_ns() const { return std::nullopt; }
 };
 
 // `fixed:MS`: each non-empty step takes exactly `ms` milliseconds (0 < ms <= 3.6e6, one hour).
@@ -123,6 +127,7 @@ class FixedStepTime final : public StepTimeModel {
   std::string describe() const override;
   std::string calibration() const override;
   double milliseconds() const noexcept { return ms_; }
+  std::optional<int64_t> constant_step_ns() const override;
 
  private:
   double ms_;

@@ -249,19 +249,23 @@ class Scheduler {
   int64_t num_pending_outputs() const { return step_ - first_pending_step_; }
 
   // The scheduler's half of one *quiet* engine step: every running request a lazy member
-  // (lazy_decodes_active) without an event in it, nothing waiting, no finished id left to
-  // report, and, async, the one pending batch holding implicit decodes only. schedule() and the
-  // update_from_output() that engine step makes (async: of the pending batch; sync: of the batch
-  // just scheduled) then only move the lazy clocks and totals: this does exactly what the two
-  // calls would do and returns the outputs the two would have returned. Returns nulls, having
-  // changed nothing, when the step is not quiet; the caller then makes the two calls.
+  // (lazy_decodes_active) whose event in it, if any, stays one decode (a new or cached block
+  // that the pool can serve), nothing waiting, no finished id left to report, and, async, the
+  // one pending batch holding implicit decodes only. schedule() and the update_from_output()
+  // that engine step makes (async: of the pending batch; sync: of the batch just scheduled) then
+  // only move the lazy clocks and totals and serve those events: this does exactly what the two
+  // calls would do and returns the outputs the two would have returned. Returns nulls when the
+  // step is not quiet, having changed nothing but settling members with events (which both
+  // paths do first); the caller then makes the two calls.
   struct QuietStep {
     const SchedulerOutput* scheduled = nullptr;
     const SchedulerOutput* updated = nullptr;
   };
   QuietStep schedule_and_update_if_quiet();
   // Part of the conditions above, inline: false means the next step is not quiet.
-  bool quiet_step_possible() const { return lazy_members_quiet_at(step_) && waiting_.empty(); }
+  bool quiet_step_possible() const {
+    return lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() && waiting_.empty();
+  }
   // schedule() calls so far (the next step index).
   int64_t num_scheduled_steps() const { return step_; }
   // Whether the id of a request that was done (finished, aborted or rejected; its KV freed) when
@@ -441,7 +445,11 @@ class Scheduler {
   // caches) through the general code, counts it as implicit and returns true. False (nothing
   // changed but the member settled): it must depart and run the general code.
   bool lazy_schedule_event(size_t running_index);
-  bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
+  bool lazy_skips(const Request& r) const;
+  // Whether lazy_schedule_event() succeeds for every member with an event at `batch`, all
+  // running requests being members (settles those).
+  bool lazy_quiet_events_succeed(
+      int64_t batch);  // the RUNNING loop passes over this steady request
   // Async: the tokens in flight already reach max_tokens, so another step would be wasted
   // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
   static bool in_flight_reaches_max_tokens(const Request& r) {
