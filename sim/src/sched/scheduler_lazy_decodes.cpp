@@ -127,6 +127,7 @@ void Scheduler::lazy_depart(size_t i) {
     lz_departed_[static_cast<size_t>(prev % 2)].push_back({l.key, running_[i]});
   }
   l.member = false;
+  l.event_blocks = -1;
   lz_next_sched_[i] = INT64_MIN;
   lz_next_update_[i] = INT64_MAX;
   lz_sum_computed_ -= running_[i]->num_computed_tokens;
@@ -184,26 +185,20 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   return true;
 }
 
-bool Scheduler::lazy_quiet_events_succeed(int64_t batch) {
+bool Scheduler::lazy_quiet_events_succeed(int64_t batch) const {
   // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
-  // member, when a sync decode would stop it, or when its one decode needs a block the pool no
-  // longer has. Settling first is what both paths do with a member that has an event.
+  // member or a sync decode would stop it (the prediction's stop bounds, event_blocks -1), or
+  // when its one decode needs a block the pool no longer has.
   const int64_t* const next_sched = lz_next_sched_.data();
+  const LazyRunning* const lz = lz_.data();
   int64_t blocks = 0;
+  bool stays = true;
   for (size_t i = 0; i < running_.size(); ++i) {
     if (next_sched[i] > batch) continue;
-    lazy_settle(i);
-    const Request& r = *running_[i];
-    if (lazy_skips(r)) return false;
-    if (!config_.async_scheduling && (int64_t{r.num_output_tokens} + 1 >= r.max_tokens ||
-                                      int64_t{r.num_tokens()} + 1 >= config_.max_model_len)) {
-      return false;
-    }
-    const int32_t need = kv_.new_blocks_for_one_decode(r);
-    if (need < 0) return false;
-    blocks += need;
+    stays &= lz[i].event_blocks >= 0;
+    blocks += lz[i].event_blocks;
   }
-  return blocks <= kv_.num_free_blocks();
+  return stays && blocks <= kv_.num_free_blocks();
 }
 
 Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
@@ -297,13 +292,17 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   const Request& r = *running_[i];
   const KVCacheManager::HeldBlocksView held = kv_.held_blocks(r.request_id).value();
   const int64_t bs = config_.block_size;
-  int64_t j = int64_t{r.max_tokens} - 1 - num_output;
-  j = std::min(j, int64_t{config_.max_model_len} - 2 - x);
-  j = std::min(j, int64_t{held.num_blocks} * bs - x);
+  // The event's kind (LazyRunning::event_blocks): a stop bound reached first or tied, else a
+  // new block or, before it, a cached one.
+  const int64_t stop =
+      std::min(int64_t{r.max_tokens} - 1 - num_output, int64_t{config_.max_model_len} - 2 - x);
+  const int64_t new_block = int64_t{held.num_blocks} * bs - x;
+  int64_t j = std::min(stop, new_block);
   if (config_.async_scheduling) {
     if (config_.enable_prefix_caching) {
       j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
     }
+    lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
     j = std::max<int64_t>(j, 0);
     lz_next_sched_[i] = next_schedule + j;
     lz_next_update_[i] = next_schedule - 1 + j;
@@ -317,6 +316,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   if (config_.enable_prefix_caching) {
     j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - 1 - x);
   }
+  lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;
   lz_next_update_[i] = next_schedule + j;

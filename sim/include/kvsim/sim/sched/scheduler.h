@@ -254,9 +254,8 @@ class Scheduler {
   // one pending batch holding implicit decodes only. schedule() and the update_from_output()
   // that engine step makes (async: of the pending batch; sync: of the batch just scheduled) then
   // only move the lazy clocks and totals and serve those events: this does exactly what the two
-  // calls would do and returns the outputs the two would have returned. Returns nulls when the
-  // step is not quiet, having changed nothing but settling members with events (which both
-  // paths do first); the caller then makes the two calls.
+  // calls would do and returns the outputs the two would have returned. Returns nulls, having
+  // changed nothing, when the step is not quiet; the caller then makes the two calls.
   struct QuietStep {
     const SchedulerOutput* scheduled = nullptr;
     const SchedulerOutput* updated = nullptr;
@@ -392,6 +391,10 @@ class Scheduler {
     int64_t sb = 0;   // its first implicitly scheduled batch
     bool member = false;
     bool finished = false;  // stopped by the update in progress (compacted out at its end)
+    // What its next schedule event takes from the pool when it stays one decode (lazy_predict):
+    // 1 a new block, 0 none (a block becomes cached), -1 it may stop or leave the steady phase
+    // there (a quiet step then leaves the event to schedule()).
+    int8_t event_blocks = -1;
   };
   struct LazyDeparted {  // a former member implicitly in a pending batch
     int64_t key = 0;
@@ -445,11 +448,11 @@ class Scheduler {
   // caches) through the general code, counts it as implicit and returns true. False (nothing
   // changed but the member settled): it must depart and run the general code.
   bool lazy_schedule_event(size_t running_index);
-  bool lazy_skips(const Request& r) const;
+  bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
   // Whether lazy_schedule_event() succeeds for every member with an event at `batch`, all
-  // running requests being members (settles those).
-  bool lazy_quiet_events_succeed(
-      int64_t batch);  // the RUNNING loop passes over this steady request
+  // running requests being members: each event predicted to stay one decode (event_blocks >= 0)
+  // and the pool holding the new blocks they take.
+  bool lazy_quiet_events_succeed(int64_t batch) const;
   // Async: the tokens in flight already reach max_tokens, so another step would be wasted
   // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
   static bool in_flight_reaches_max_tokens(const Request& r) {
