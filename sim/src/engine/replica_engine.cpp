@@ -407,7 +407,7 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
   ReplaySummary& sum = summary_;
   const auto preempted = static_cast<int32_t>(out.preempted_req_ids.size());
   sum.preemptions += preempted;
-  if (sched_.num_waiting() > 0) {
+  if (sched_.has_waiting()) {
     sum.steps_with_waiting += 1;
     switch (out.admission_stop) {
       case AdmissionStop::TOKEN_BUDGET:
@@ -642,7 +642,7 @@ void ReplicaEngine::step_sync() {
     if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) log_row(out, t_, swap_dt);
     advance_clock(swap_dt);
     if (config_.check_invariants) sched_.kv_cache_manager().check_invariants();
-    if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.num_waiting() > 0) {
+    if (sched_.num_running() == 0 && out.preempted_req_ids.empty() && sched_.has_waiting()) {
       Request* head = sched_.abort_waiting_head();
       reject(static_cast<size_t>(head->request_id), RejectReason::NEVER_ADMITTABLE);
       idle_steps_ = 0;
@@ -725,8 +725,7 @@ void ReplicaEngine::step_async() {
     end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
     progress = new_work_;
     stalled = empty_before && out.total_num_scheduled_tokens == 0 &&
-              out.preempted_req_ids.empty() && sched_.num_running() == 0 &&
-              sched_.num_waiting() > 0;
+              out.preempted_req_ids.empty() && sched_.num_running() == 0 && sched_.has_waiting();
   }
   if (st.processed != nullptr) {
     const SchedulerOutput& out = *st.processed;

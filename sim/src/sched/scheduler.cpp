@@ -575,7 +575,8 @@ void Scheduler::schedule_waiting(int64_t& token_budget) {
 
 int64_t Scheduler::long_prefill_threshold_for_step() const {
   int64_t threshold = config_.long_prefill_token_threshold;
-  if (!config_.behavior.lone_request_ignores_threshold) return threshold;
+  // 0 (no threshold) stays 0 whatever the count below.
+  if (threshold == 0 || !config_.behavior.lone_request_ignores_threshold) return threshold;
   // vLLM 0.33 counts the requests at the start of the step, before preemptions and admissions.
   const auto requests = static_cast<int64_t>(running_.size() + waiting_.size());
   if (requests <= 1) return 0;

@@ -166,6 +166,13 @@ bool Scheduler::lazy_schedule_event(size_t i) {
     output_->new_block_ids.insert(output_->new_block_ids.end(), blocks->begin(), blocks->end());
     output_->implicit_new_blocks += static_cast<int32_t>(blocks->size());
   }
+  lazy_event_scheduled(i);
+  return true;
+}
+
+void Scheduler::lazy_event_scheduled(size_t i) {
+  Request& r = *running_[i];
+  const bool async = config_.async_scheduling;
   // _update_after_schedule, applied here (the lazy clock starts after this batch).
   r.num_computed_tokens += 1;
   r.num_in_flight_tokens += 1;
@@ -182,22 +189,52 @@ bool Scheduler::lazy_schedule_event(size_t i) {
   // Sync: from the state after this batch's update (computed as now, one more output token).
   lazy_predict_from(i, async ? int64_t{r.num_tokens()} + 1 : int64_t{r.num_computed_tokens},
                     int64_t{r.num_output_tokens} + 1, lz_sched_done_ + 1);
-  return true;
 }
 
-bool Scheduler::lazy_quiet_events_succeed(int64_t batch) const {
+void Scheduler::lazy_quiet_event(size_t i) {
+  lazy_settle(i);
+  Request& r = *running_[i];
+  // lazy_schedule_event's allocation, its case known from the prediction and checked to fit.
+  bool served = false;
+  if (lz_[i].event_blocks == 1) {
+    BlockId b = kNullBlockId;
+    served = kv_.allocate_one_new_block(r, &b);
+    if (served) {
+      output_->new_block_ids.push_back(b);
+      output_->implicit_new_blocks += 1;
+    }
+  } else {
+    served = kv_.allocate_slots_in_held_blocks(r, 1, 0);
+  }
+  if (!served) {
+    throw std::logic_error(fmt::format(
+        "lazy decodes: the event of member {} predicted to take {} blocks was not served",
+        r.request_id, lz_[i].event_blocks));
+  }
+  lazy_event_scheduled(i);
+}
+
+bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
   // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
   // member or a sync decode would stop it (the prediction's stop bounds, event_blocks -1), or
   // when its one decode needs a block the pool no longer has.
   const int64_t* const next_sched = lz_next_sched_.data();
   const LazyRunning* const lz = lz_.data();
+  const size_t n = running_.size();
+  lz_quiet_events_.clear();
   int64_t blocks = 0;
   bool stays = true;
-  for (size_t i = 0; i < running_.size(); ++i) {
-    if (next_sched[i] > batch) continue;
+  int64_t least = INT64_MAX;
+  for (size_t i = 0; i < n; ++i) {
+    if (next_sched[i] > batch) {
+      least = std::min(least, next_sched[i]);
+      continue;
+    }
+    lz_quiet_events_.push_back(static_cast<uint32_t>(i));
     stays &= lz[i].event_blocks >= 0;
     blocks += lz[i].event_blocks;
   }
+  passed_min = least;
   return stays && blocks <= kv_.num_free_blocks();
 }
 
@@ -222,7 +259,8 @@ Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
     return {};
   }
   const bool events = lz_update_bound_ <= updated;
-  if (events && !lazy_quiet_events_succeed(batch)) return {};
+  int64_t passed_min = INT64_MAX;
+  if (events && !lazy_quiet_events(batch, passed_min)) return {};
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
   // every event succeeding (checked above).
   output_ = &outputs_[static_cast<size_t>(batch % 2)];
@@ -233,18 +271,8 @@ Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
   int32_t event_decodes = 0;
   if (events) {
     lz_update_bound_ = INT64_MAX;
-    int64_t passed_min = INT64_MAX;
-    for (size_t i = 0; i < n; ++i) {
-      if (lz_next_sched_[i] > batch) {
-        passed_min = std::min(passed_min, lz_next_sched_[i]);
-        continue;
-      }
-      if (!lazy_schedule_event(i)) {
-        throw std::logic_error(fmt::format(
-            "lazy decodes: member {} failed an event checked to succeed", running_[i]->request_id));
-      }
-      ++event_decodes;
-    }
+    for (const uint32_t i : lz_quiet_events_) lazy_quiet_event(i);
+    event_decodes = static_cast<int32_t>(lz_quiet_events_.size());
     if (passed_min != INT64_MAX) {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
     }

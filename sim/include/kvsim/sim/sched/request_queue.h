@@ -29,7 +29,8 @@ class RequestQueue {
   explicit RequestQueue(SchedulingPolicy policy) : policy_(policy) {}
 
   SchedulingPolicy policy() const { return policy_; }
-  bool empty() const { return size() == 0; }
+  // Not size() == 0: deque::size() is node arithmetic, and the scheduler asks every step.
+  bool empty() const { return policy_ == SchedulingPolicy::FCFS ? fifo_.empty() : heap_.empty(); }
   size_t size() const { return policy_ == SchedulingPolicy::FCFS ? fifo_.size() : heap_.size(); }
 
   void add(Request* r);

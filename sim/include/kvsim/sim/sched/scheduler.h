@@ -283,6 +283,7 @@ class Scheduler {
   const RequestQueue& waiting() const { return waiting_; }
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
+  bool has_waiting() const { return !waiting_.empty(); }  // num_waiting() > 0, cheaper
   bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
 
   // SWAP mode: host slots not held by any swapped-out request, and the slots one request holds
@@ -410,6 +411,7 @@ class Scheduler {
   // A member's next schedule event (a batch index); INT64_MIN for a non-member, so the RUNNING
   // loop's one test sends it down the general path.
   std::vector<int64_t> lz_next_sched_;
+  std::vector<uint32_t> lz_quiet_events_;  // lazy_quiet_events(): running indices
   // A member's next update event (a batch index); INT64_MAX for a non-member.
   std::vector<int64_t> lz_next_update_;
   // Invariant: no element of lz_next_update_ is below it (a lower bound, lowered by every
@@ -449,10 +451,16 @@ class Scheduler {
   // changed but the member settled): it must depart and run the general code.
   bool lazy_schedule_event(size_t running_index);
   bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
-  // Whether lazy_schedule_event() succeeds for every member with an event at `batch`, all
-  // running requests being members: each event predicted to stay one decode (event_blocks >= 0)
-  // and the pool holding the new blocks they take.
-  bool lazy_quiet_events_succeed(int64_t batch) const;
+  // Lists the members with an event at `batch` in lz_quiet_events_ (all running requests being
+  // members) and sets passed_min to the least next event of the others; true when
+  // lazy_schedule_event() succeeds for each: its event predicted to stay one decode
+  // (event_blocks >= 0) and the pool holding the new blocks they take.
+  bool lazy_quiet_events(int64_t batch, int64_t& passed_min);
+  // lazy_schedule_event() of a member lazy_quiet_events() listed (throws std::logic_error if
+  // the predicted allocation fails).
+  void lazy_quiet_event(size_t running_index);
+  // The end of a member's served schedule event: _update_after_schedule and the next prediction.
+  void lazy_event_scheduled(size_t running_index);
   // Async: the tokens in flight already reach max_tokens, so another step would be wasted
   // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
   static bool in_flight_reaches_max_tokens(const Request& r) {
