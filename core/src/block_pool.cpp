@@ -65,10 +65,22 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
   const size_t first = out.size();
   out.resize(first + static_cast<size_t>(n));
   BlockId* const dst = out.data() + first;
-  const BlockState* const state = state_.data();
-  free_block_queue_.popleft_n(n, dst, [this, state](BlockId b) {
-    if (state[static_cast<size_t>(b)].dup_next != kUnhashed) maybe_evict_cached_block(b);
+  // Private blocks (most of what a replay evicts: finished requests' generated blocks) are in no
+  // map and no chain: their eviction is inline, counted in a local.
+  BlockState* const state = state_.data();
+  int64_t private_evictions = 0;
+  free_block_queue_.popleft_n(n, dst, [this, state, &private_evictions](BlockId b) {
+    BlockState& s = state[static_cast<size_t>(b)];
+    if (s.dup_next == kUnhashed) return;
+    if (s.dup_next <= kPrivate) {
+      s.dup_next = kUnhashed;
+      ++private_evictions;
+    } else {
+      maybe_evict_cached_block(b);
+    }
   });
+  num_cached_blocks_ -= private_evictions;
+  num_evictions_ += private_evictions;
 }
 
 BlockId BlockPool::get_new_block() {
@@ -263,8 +275,29 @@ void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
       return;
   } else if (!is_cached(ordered_blocks.back())) {
     if (free_blocks_if_all_unhashed<true>(ordered_blocks)) return;
+  } else if (free_blocks_if_unhashed_then_hashed(ordered_blocks)) {
+    return;
   }
   free_blocks_general(ordered_blocks);
+}
+
+bool BlockPool::free_blocks_if_unhashed_then_hashed(std::span<const BlockId> ordered_blocks) {
+  size_t m = 0;
+  while (m < ordered_blocks.size() && ordered_blocks[m] != kNullBlockId &&
+         !is_cached(ordered_blocks[m])) {
+    ++m;
+  }
+  const std::span<const BlockId> hashed = ordered_blocks.subspan(m);
+  const BlockState* const state = state_.data();
+  // extra_refs == 0 and a hash (dup_next != kUnhashed); never the null block.
+  const bool appended = free_block_queue_.append_n_if_all(hashed, [state](BlockId b) {
+    const BlockState& s = state[static_cast<size_t>(b)];
+    return (b != kNullBlockId) & (s.extra_refs == 0) & (s.dup_next != kUnhashed);
+  });
+  if (!appended) return false;
+  if (m == 0 || free_blocks_if_all_unhashed<true>(ordered_blocks.first(m))) return true;
+  free_block_queue_.unappend_n(hashed.size());
+  return false;
 }
 
 void BlockPool::free_blocks_general(std::span<const BlockId> ordered_blocks) {

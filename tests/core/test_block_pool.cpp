@@ -383,6 +383,68 @@ TEST(BlockPool, DoubleFreeAnywhereInALongList) {
   }
 }
 
+// The same for the split path: a finished request's table in reverse, its partial last block
+// unhashed (prepended) and its full blocks cached (appended, evicted last), with a repeat of any
+// listed block, a free block or the null block (which sends it to the general path) placed
+// anywhere, with and without a shared block in the pool. A clean list is split exactly; otherwise
+// the call throws and leaves the pool as the one-block-at-a-time rule does: the listed blocks
+// before the offending one freed, the unhashed ones ahead of the queue as it was and the hashed
+// ones behind it, in list order.
+TEST(BlockPool, UnhashedThenHashedFreesAsTheGeneralPath) {
+  constexpr int32_t kN = 32;
+  constexpr size_t kListed = 11;
+  for (const bool with_shared : {false, true}) {
+    for (size_t at = 0; at <= kListed + 1; ++at) {
+      for (size_t which = 0; which <= kListed + 1; ++which) {
+        BlockPool pool(kN, true);
+        V a;
+        pool.get_new_blocks(static_cast<int32_t>(kListed), a);  // 1 .. 11
+        V held;
+        pool.get_new_blocks(1, held);  // 12, kept allocated
+        if (with_shared) pool.touch(held);
+        pool.cache_private_blocks(std::span<const BlockId>(a.data(), kListed - 1));  // 1 .. 10
+        const V queue_before = pool.free_block_queue().get_all_free_blocks();
+        std::reverse(a.begin(), a.end());  // 11 (unhashed), 10 .. 1 (hashed)
+        V offered = a;
+        // at > kListed: nothing inserted (a clean free); which < kListed: a repeat of a[which];
+        // which == kListed: a block that is free; else the null block (count -1, not queued).
+        size_t offending = SIZE_MAX;
+        if (at <= kListed) {
+          const BlockId extra = which < kListed    ? a[which]
+                                : which == kListed ? queue_before[at % queue_before.size()]
+                                                   : kNullBlockId;
+          offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at), extra);
+          if (which < kListed) {
+            offending = std::max(at, which + (which >= at ? 1 : 0));
+          } else if (which == kListed) {
+            offending = at;
+          }
+        }
+        const auto label = ::testing::Message()
+                           << with_shared << " at " << at << " which " << which;
+        if (offending == SIZE_MAX) {
+          ASSERT_NO_THROW(pool.free_blocks(offered)) << label;
+          offending = offered.size();
+        } else {
+          EXPECT_THROW(pool.free_blocks(offered), std::logic_error) << label;
+        }
+        ASSERT_NO_THROW(pool.check_invariants()) << label;
+        V want;
+        V behind;
+        for (size_t i = 0; i < offending; ++i) {
+          const BlockId b = offered[i];
+          if (b == kNullBlockId) continue;
+          (pool.is_cached(b) ? behind : want).push_back(b);
+        }
+        want.insert(want.end(), queue_before.begin(), queue_before.end());
+        want.insert(want.end(), behind.begin(), behind.end());
+        ASSERT_EQ(pool.free_block_queue().get_all_free_blocks(), want) << label;
+        EXPECT_EQ(pool.ref_cnt(held[0]), with_shared ? 2 : 1);
+      }
+    }
+  }
+}
+
 // The counts as vLLM keeps them: a fresh block 1, a touch of a free cached block 1, of an
 // allocated one +1; the null block starts at 0 and follows touches and frees, never queued.
 TEST(BlockPool, RefCountsAndTheNullBlock) {

@@ -210,10 +210,46 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
       V batch;
       const size_t n = 1 + rng() % std::min<size_t>(taken.size(), 6);
       for (size_t i = 0; i < n; ++i) batch.push_back(take(rng() % taken.size()));
-      if (rng() % 2 == 0) {
+      const uint64_t how = rng() % 4;
+      if (how == 0) {
         q.append_n(batch);
-      } else {
+      } else if (how == 1) {
         q.append_n_unchecked(batch);
+      } else {
+        // The fused append: a refusal (keep() false, or a block already free or listed twice)
+        // leaves the queue as it was; an accepted one may be taken back (unappend_n).
+        const bool refuse = how == 3 && rng() % 2 == 0;
+        const size_t refused_at = rng() % batch.size();
+        V offered = batch;
+        bool bad_block = false;
+        if (how == 2 && rng() % 3 == 0) {
+          const V free_now = ref.get_all_free_blocks();
+          const size_t at = rng() % (offered.size() + 1);
+          if (!free_now.empty() && rng() % 2 == 0) {
+            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
+                           free_now[rng() % free_now.size()]);
+          } else {
+            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
+                           batch[rng() % batch.size()]);
+          }
+          bad_block = true;
+        }
+        size_t calls = 0;
+        const bool pushed = q.append_n_if_all(offered, [&](BlockId b) {
+          EXPECT_EQ(b, offered[calls]) << "keep() is called on the blocks first to last";
+          const bool keep = !(refuse && calls == refused_at);
+          ++calls;
+          return keep;
+        });
+        ASSERT_EQ(pushed, !refuse && !bad_block) << "op " << op;
+        if (pushed && rng() % 4 == 0) {
+          q.unappend_n(offered.size());
+          ASSERT_NO_THROW(q.check_invariants()) << "op " << op;
+          ASSERT_EQ(q.get_all_free_blocks(), ref.get_all_free_blocks()) << "op " << op;
+          q.append_n(batch);
+        } else if (!pushed) {
+          q.append_n(batch);
+        }
       }
       ref.append_n(batch);
     } else if (!taken.empty()) {  // single append

@@ -161,6 +161,10 @@ class BlockPool {
   // free/duplicate test runs).
   template <bool kCheckState>
   bool free_blocks_if_all_unhashed(std::span<const BlockId> ordered_blocks);
+  // free_blocks' path for a finished request's table in reverse: its unhashed blocks (the
+  // partial last one) first, then hashed ones, each dropping from 1 to 0. Prepends the first,
+  // appends the others, as the general path would; otherwise changes nothing and returns false.
+  bool free_blocks_if_unhashed_then_hashed(std::span<const BlockId> ordered_blocks);
   // free_blocks, one block at a time: the reference order of decrements, pushes and errors.
   void free_blocks_general(std::span<const BlockId> ordered_blocks);
 

@@ -115,6 +115,17 @@ class FreeKVCacheBlockQueue {
     return push_if_all(blocks, keep);
   }
 
+  // The same at the tail: append_n_unchecked(blocks) if every block is not free, is listed once
+  // and keep(b) holds, else pushes nothing; keep is called first to last. unappend_n(n) takes
+  // back the n blocks the last append pushed, when nothing was pushed or popped since (BlockPool
+  // frees a list in two parts and undoes the first when the second is refused).
+  template <class Keep>
+  bool append_n_if_all(std::span<const BlockId> blocks, Keep&& keep);
+  void unappend_n(size_t n) {
+    tail_ -= static_cast<uint32_t>(n);
+    num_free_blocks_ -= static_cast<int32_t>(n);
+  }
+
   // Head-to-tail snapshot (tests and diagnostics).
   std::vector<BlockId> get_all_free_blocks() const;
 
@@ -305,5 +316,39 @@ class FreeKVCacheBlockQueue {
   std::vector<BlockId> ring_;
   std::vector<uint32_t> pos_;
 };
+
+// The new entries take logical positions [tail_, tail_ + k): blocks[i] goes to tail_ + i. When
+// the pass reaches blocks[i] it has written positions [tail_, tail_ + i), which border the window
+// [head_, tail_) on the other side: a block is refused if its recorded position p lies in
+// [head_, tail_ + i) and the slot there holds it (free, Q2, or written earlier in this pass); any
+// other position is stale (see push_if_all). On refusal tail_ has not moved: the entries written
+// lie outside the window and the positions written belong to blocks that are not free.
+template <class Keep>
+bool FreeKVCacheBlockQueue::append_n_if_all(std::span<const BlockId> blocks, Keep&& keep) {
+  if (blocks.empty()) return true;
+  make_room(blocks.size());
+  const auto k = static_cast<uint32_t>(blocks.size());
+  const uint32_t head = head_;
+  const uint32_t tail = tail_;
+  BlockId* const ring = ring_.data();
+  uint32_t* const pos = pos_.data();
+  const BlockId* const ids = blocks.data();
+  const uint32_t mask = mask_;
+  for (uint32_t i = 0; i < k; ++i) {
+    const BlockId b = ids[i];
+    const uint32_t p = pos[static_cast<size_t>(b)];
+    if (p - head < tail + i - head) [[unlikely]] {
+      if (ring[p & mask] == b) return false;
+    }
+    if (!keep(b)) [[unlikely]] {
+      return false;
+    }
+    ring[(tail + i) & mask] = b;
+    pos[static_cast<size_t>(b)] = tail + i;
+  }
+  tail_ = tail + k;
+  num_free_blocks_ += static_cast<int32_t>(k);
+  return true;
+}
 
 }  // namespace kvsim
