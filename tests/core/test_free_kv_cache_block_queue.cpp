@@ -125,6 +125,16 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
     taken.pop_back();
     return b;
   };
+  // Slips a block the queue must refuse on its own into `offered` (a copy of `batch`) at a random
+  // place: a free one, or a repeat of a listed one. Returns true.
+  auto slip_in_bad_block = [&](const V& batch, V& offered) {
+    const V free_now = ref.get_all_free_blocks();
+    const size_t at = rng() % (offered.size() + 1);
+    const BlockId b = !free_now.empty() && rng() % 2 == 0 ? free_now[rng() % free_now.size()]
+                                                          : batch[rng() % batch.size()];
+    offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at), b);
+    return true;
+  };
   for (int64_t op = 0; op < ops; ++op) {
     const int kind = static_cast<int>(rng() % 12);
     if (kind < 3 && ref.num_free_blocks() > 0) {  // batch pop
@@ -171,20 +181,7 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
         const bool refuse = how == 3 && rng() % 2 == 0;
         const size_t refused_at = rng() % batch.size();
         V offered = batch;
-        bool bad_block = false;
-        if (how == 2 && rng() % 3 == 0) {
-          // Slip in a block the queue must refuse on its own: a free one, or a repeat.
-          const V free_now = ref.get_all_free_blocks();
-          const size_t at = rng() % (offered.size() + 1);
-          if (!free_now.empty() && rng() % 2 == 0) {
-            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
-                           free_now[rng() % free_now.size()]);
-          } else {
-            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
-                           batch[rng() % batch.size()]);
-          }
-          bad_block = true;
-        }
+        const bool bad_block = how == 2 && rng() % 3 == 0 && slip_in_bad_block(batch, offered);
         size_t calls = 0;
         const bool pushed = q.prepend_n_if_all(offered, [&](BlockId b) {
           EXPECT_EQ(b, offered[offered.size() - 1 - calls])
@@ -221,19 +218,7 @@ void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
         const bool refuse = how == 3 && rng() % 2 == 0;
         const size_t refused_at = rng() % batch.size();
         V offered = batch;
-        bool bad_block = false;
-        if (how == 2 && rng() % 3 == 0) {
-          const V free_now = ref.get_all_free_blocks();
-          const size_t at = rng() % (offered.size() + 1);
-          if (!free_now.empty() && rng() % 2 == 0) {
-            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
-                           free_now[rng() % free_now.size()]);
-          } else {
-            offered.insert(offered.begin() + static_cast<std::ptrdiff_t>(at),
-                           batch[rng() % batch.size()]);
-          }
-          bad_block = true;
-        }
+        const bool bad_block = how == 2 && rng() % 3 == 0 && slip_in_bad_block(batch, offered);
         size_t calls = 0;
         const bool pushed = q.append_n_if_all(offered, [&](BlockId b) {
           EXPECT_EQ(b, offered[calls]) << "keep() is called on the blocks first to last";

@@ -144,6 +144,7 @@ class ReplicaEngine {
   // A quiet step (Scheduler::schedule_and_update_if_quiet), either mode: true when it ran.
   bool step_if_quiet();
   void on_implicit_step(const SchedulerOutput& out);  // on_step() of a batch without entries
+  void record_pool_state();                           // the per-step sums both of them keep
   void arrive(size_t index);
   void reject(size_t index, RejectReason why);
   void leave_queue(const RequestRecord& rec);
