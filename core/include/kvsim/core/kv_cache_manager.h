@@ -192,20 +192,6 @@ class KVCacheManager {
     return true;
   }
 
-  // The pool blocks one decode token of this RUNNING request takes on the single path, when
-  // allocate_slots_in_held_blocks(request, 1, 0) (0) or allocate_one_new_block() (1, given a
-  // free block) serves it; -1 when neither would. Changes nothing.
-  int32_t new_blocks_for_one_decode(const Request& request) {
-    const RequestBlocks* st = running_state(request);
-    if (st == nullptr) return -1;
-    const int64_t max_len = config_.max_model_len;
-    const int64_t main = std::min(int64_t{request.num_computed_tokens}, max_len) + 1;
-    if (slots_fit(*st, main)) return 0;
-    const int64_t slots = std::min(main, max_len);
-    const int64_t blocks = static_cast<int64_t>(st->blocks.size());
-    return slots <= (blocks + 1) * config_.block_size ? 1 : -1;
-  }
-
   // A hint: the scheduler is about to call allocate_slots for this request.
   void prefetch_request_state(int64_t request_id) const {
     if (request_id >= 0 && static_cast<size_t>(request_id) < req_to_blocks_.size()) {
