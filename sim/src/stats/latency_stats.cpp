@@ -5,6 +5,9 @@
 #include <stdexcept>
 
 #include <fmt/core.h>
+#if KVSIM_HAVE_BOOST_SORT
+#include <boost/sort/spreadsort/float_sort.hpp>
+#endif
 
 namespace kvsim {
 
@@ -26,7 +29,11 @@ double percentile_sorted(std::span<const double> sorted, double q) {
 LatencySummary summarize_latencies(std::span<double> values) {
   LatencySummary s;
   if (values.empty()) return s;
+#if KVSIM_HAVE_BOOST_SORT
+  boost::sort::spreadsort::float_sort(values.begin(), values.end());
+#else
   std::sort(values.begin(), values.end());
+#endif
   s.count = static_cast<int64_t>(values.size());
   double sum = 0.0;
   for (double v : values) sum += v;  // ascending order: deterministic, small-first summation

@@ -1,4 +1,7 @@
 // Latency statistics: nearest-rank percentile edge cases and the TTFT/TPOT/e2e/queueing formulas.
+#include <algorithm>
+#include <cstring>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -58,6 +61,35 @@ TEST(SummarizeLatencies, SortsAndSummarizes) {
   const LatencySummary z = summarize_latencies(none);
   EXPECT_EQ(z.count, 0);
   EXPECT_EQ(z.max, 0.0);
+}
+
+// The sort (Boost.Sort's float_sort where Boost is found) orders like std::sort: the same
+// sequence bit for bit, so the ascending-order mean and the percentiles are the same. Latency
+// lists: many exact repeats (a fixed step time), zeros, wide ranges, tiny and huge values.
+TEST(SummarizeLatencies, SortsExactlyAsStdSort) {
+  std::mt19937_64 rng(27);
+  std::lognormal_distribution<double> spread(0.0, 2.0);
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (size_t n : {size_t{1}, size_t{2}, size_t{999}, size_t{1000}, size_t{5000}, size_t{19365},
+                   size_t{100000}}) {
+    std::vector<double> v(n);
+    for (double& x : v) {
+      const int k = pick(rng);
+      x = k == 0 ? 0.0 : k <= 3 ? 0.01 * k : k == 4 ? 1e-300 * spread(rng) : spread(rng);
+    }
+    std::vector<double> reference = v;
+    std::sort(reference.begin(), reference.end());
+    double sum = 0.0;
+    for (double x : reference) sum += x;
+    const LatencySummary s = summarize_latencies(v);
+    ASSERT_EQ(0, std::memcmp(v.data(), reference.data(), n * sizeof(double))) << n;
+    EXPECT_EQ(s.count, static_cast<int64_t>(n));
+    EXPECT_EQ(s.mean, sum / static_cast<double>(n)) << n;
+    EXPECT_EQ(s.p50, percentile_sorted(reference, 0.50));
+    EXPECT_EQ(s.p90, percentile_sorted(reference, 0.90));
+    EXPECT_EQ(s.p99, percentile_sorted(reference, 0.99));
+    EXPECT_EQ(s.max, reference.back());
+  }
 }
 
 TEST(LatencyCollector, Formulas) {
