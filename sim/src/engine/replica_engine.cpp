@@ -246,7 +246,7 @@ bool ReplicaEngine::admit_arrivals() {
 
 void ReplicaEngine::step() {
   if (!admit_arrivals()) return;
-  if (sched_.quiet_step_possible() && step_if_quiet()) return;
+  if (run_quiet_steps(INT64_MAX, 1) > 0) return;
   if (sched_.config().async_scheduling) {
     step_async();
   } else {
@@ -292,17 +292,21 @@ void ReplicaEngine::arrive(size_t index) {
   sched_.add_request(&r);
 }
 
-// The per-step running, padding and KV-usage sums of on_step() and on_implicit_step().
-// Inline in both (one call per step is a measurable part of a quiet step).
-[[gnu::always_inline]] inline void ReplicaEngine::record_pool_state() {
+// `steps` steps' running-request sums (integers: adding them at once is adding them per step).
+[[gnu::always_inline]] inline void ReplicaEngine::record_running(int32_t running, int64_t steps) {
   ReplaySummary& sum = summary_;
-  const auto running = static_cast<int32_t>(sched_.num_running());
   if (static_cast<size_t>(running) >= sum.running_histogram.size()) {
     sum.running_histogram.resize(static_cast<size_t>(running) + 1, 0);
   }
-  sum.running_histogram[static_cast<size_t>(running)] += 1;
-  sums_.sum_running += running;
+  sum.running_histogram[static_cast<size_t>(running)] += steps;
+  sums_.sum_running += int64_t{running} * steps;
   sum.peak_running = std::max(sum.peak_running, running);
+}
+
+// The per-step padding and KV-usage sums (floating point: one step at a time, in step order).
+// Inline in on_step() and the quiet steps (a call per step is a measurable part of a quiet step).
+[[gnu::always_inline]] inline void ReplicaEngine::record_kv_state() {
+  ReplaySummary& sum = summary_;
   const KVCacheManager& kv = sched_.kv_cache_manager();
   const int32_t used = used_blocks();
   const int64_t padding = kv.padding_tokens();
@@ -317,6 +321,12 @@ void ReplicaEngine::arrive(size_t index) {
   sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
   sums_.sum_usage += usage;
   ++sums_.usage_steps;
+}
+
+// on_step()'s per-step running, padding and KV-usage sums.
+[[gnu::always_inline]] inline void ReplicaEngine::record_pool_state() {
+  record_running(static_cast<int32_t>(sched_.num_running()), 1);
+  record_kv_state();
 }
 
 void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
@@ -376,18 +386,6 @@ void ReplicaEngine::on_step(const SchedulerOutput& out, int64_t start_ns) {
       sums_.group_padding_sum[g] += static_cast<double>(kv.padding_tokens(g));
     }
   }
-}
-
-// on_step() for a batch of implicit decodes only (no entry; lazy decodes imply the single
-// path): the same counters in the same order.
-void ReplicaEngine::on_implicit_step(const SchedulerOutput& out) {
-  new_work_ = true;  // implicit decodes are always at new positions
-  ReplaySummary& sum = summary_;
-  sum.steady_decode_steps += 1;
-  sum.steps += 1;
-  sum.scheduled_tokens += out.total_num_scheduled_tokens;
-  sum.decode_tokens += out.num_decode_tokens;
-  record_pool_state();
 }
 
 void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) {
@@ -570,49 +568,60 @@ void ReplicaEngine::livelock(int64_t steps) const {
       sched_.config().num_gpu_blocks - 1, head));
 }
 
-// step_sync() or step_async() for a step whose batch holds implicit decodes only and whose
-// update applies nothing (Scheduler::schedule_and_update_if_quiet): the same clock, counters
-// and row, without the general code's passes over entries, aborts and finishes (none). Nothing
-// read here changes in that update, so doing the accounting after it is the same.
-bool ReplicaEngine::step_if_quiet() {
-  const Scheduler::QuietStep quiet = sched_.schedule_and_update_if_quiet();
-  if (quiet.scheduled == nullptr) return false;
-  const SchedulerOutput& out = *quiet.scheduled;
-  int64_t dt = constant_step_ns_;
-  const bool async = sched_.config().async_scheduling;
-  if (dt < 0) {
-    StepWork work;
-    add_implicit_decodes(work, out);
-    dt = step_time_.step_time_ns(work, /*overlap_cpu=*/async);
-  }
-  if (async) {
-    summary_.async_ahead_tokens += out.implicit_decodes;
-    summary_.async_ahead_blocks += out.implicit_new_blocks;
-    const int64_t start = std::max(t_, gpu_free_ns_);
-    on_implicit_step(out);
-    if (config_.record_timeline) log_row(out, start, dt);
-    gpu_free_ns_ = batch_end(start, dt);
-    end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
-    // The update was of the batch before.
-    t_ = std::max(t_, end_ns_[static_cast<size_t>((out.step_index - 1) % 2)]);
-  } else {
-    on_implicit_step(out);
-    if (config_.record_timeline) log_row(out, t_, dt);
-    advance_clock(dt);
-  }
-  idle_steps_ = 0;  // every implicit decode is a new position
-  return true;
-}
-
+// step_sync() or step_async() for steps whose batch holds implicit decodes only and whose
+// update applies nothing (Scheduler::quiet_run_step), back to back: the same clock, counters and
+// rows, without the general code's passes over entries, aborts and finishes (none). Nothing read
+// here changes in that update, so doing the accounting after it is the same. A quiet step keeps
+// the running requests, so their per-step integer sums (on_step's counts, record_running) are
+// added once for the run; the floating-point sums and the clock move per step, in order.
 int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
+  // step()'s checks, which no quiet step changes: an added request due now must arrive first
+  // (admit_arrivals).
+  const int64_t arrival = pending_.empty()
+                              ? INT64_MAX
+                              : requests_[static_cast<size_t>(pending_.front())].arrival_time_ns;
+  const int64_t stop_ns = std::min(before_ns, arrival);
+  if (max_steps <= 0 || t_ >= stop_ns || !sched_.quiet_run_possible()) return 0;
+  const bool async = sched_.config().async_scheduling;
+  const bool timeline = config_.record_timeline;
+  ReplaySummary& sum = summary_;
   int64_t done = 0;
-  // step()'s checks: an added request due now must arrive first (admit_arrivals).
-  while (
-      done < max_steps && t_ < before_ns &&
-      (pending_.empty() || requests_[static_cast<size_t>(pending_.front())].arrival_time_ns > t_) &&
-      sched_.quiet_step_possible() && step_if_quiet()) {
+  int64_t implicit = 0;
+  do {
+    const SchedulerOutput* out = sched_.quiet_run_step();
+    if (out == nullptr) break;
     ++done;
-  }
+    implicit = out->implicit_decodes;  // the running requests: the same in every quiet step
+    int64_t dt = constant_step_ns_;
+    if (dt < 0) {
+      StepWork work;
+      add_implicit_decodes(work, *out);
+      dt = step_time_.step_time_ns(work, /*overlap_cpu=*/async);
+    }
+    sum.steps += 1;  // per step: batch_end's overflow error names it
+    record_kv_state();
+    if (async) {
+      sum.async_ahead_blocks += out->implicit_new_blocks;
+      const int64_t start = std::max(t_, gpu_free_ns_);
+      if (timeline) log_row(*out, start, dt);
+      gpu_free_ns_ = batch_end(start, dt);
+      end_ns_[static_cast<size_t>(out->step_index % 2)] = gpu_free_ns_;
+      // The update was of the batch before.
+      t_ = std::max(t_, end_ns_[static_cast<size_t>((out->step_index - 1) % 2)]);
+    } else {
+      if (timeline) log_row(*out, t_, dt);
+      advance_clock(dt);
+    }
+  } while (done < max_steps && t_ < stop_ns);
+  if (done == 0) return 0;
+  // on_step()'s counts for `done` batches of `implicit` implicit decodes each.
+  new_work_ = true;  // implicit decodes are always at new positions
+  idle_steps_ = 0;
+  sum.steady_decode_steps += done;
+  sum.scheduled_tokens += implicit * done;
+  sum.decode_tokens += implicit * done;
+  if (async) sum.async_ahead_tokens += implicit * done;
+  record_running(static_cast<int32_t>(implicit), done);
   return done;
 }
 

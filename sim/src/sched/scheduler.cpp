@@ -595,6 +595,7 @@ const SchedulerOutput& Scheduler::schedule() {
   }
   output_ = &outputs_[static_cast<size_t>(step_ % 2)];
   output_->clear();
+  lz_quiet_output_[static_cast<size_t>(step_ % 2)] = false;
   output_->finished_req_ids.swap(finished_pending_);
   output_->step_index = step_++;
   int64_t token_budget = config_.max_num_batched_tokens;
@@ -676,6 +677,7 @@ const SchedulerOutput& Scheduler::update_from_output() {
   }
   const int64_t batch = first_pending_step_;
   SchedulerOutput& out = outputs_[static_cast<size_t>(batch % 2)];
+  lz_quiet_output_[static_cast<size_t>(batch % 2)] = false;
   ++first_pending_step_;
   out.finished_in_update.clear();
   bool any_finished_running = false;

@@ -238,36 +238,47 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
   return stays && blocks <= kv_.num_free_blocks();
 }
 
-Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
-  const bool async = config_.async_scheduling;
-  const int64_t batch = step_;
+bool Scheduler::quiet_run_possible() const {
   const size_t n = running_.size();
   // What schedule(batch) would find: every running request a member, an empty waiting queue,
   // nothing to report, a budget for every member.
   if (!quiet_step_possible() || n == 0 || !finished_pending_.empty() ||
       config_.max_num_batched_tokens < static_cast<int64_t>(n)) {
-    return {};
+    return false;
   }
   // What the update would find: async, the pending batch (batch - 1) without entries or departed
   // members; sync, the batch just scheduled, which has neither. A member's update event is its
   // schedule event's batch minus lazy_sched_minus_update(), and handling the schedule event
   // predicts the member past this update, so members with events here leave it nothing to do.
+  const bool async = config_.async_scheduling;
+  if (num_pending_outputs() != (async ? 1 : 0)) return false;
+  const auto updated = static_cast<size_t>((step_ - 1) % 2);
+  return !async || (outputs_[updated].scheduled.empty() && lz_departed_[updated].empty());
+}
+
+const SchedulerOutput* Scheduler::quiet_run_step() {
+  const bool async = config_.async_scheduling;
+  const int64_t batch = step_;
   const int64_t updated = async ? batch - 1 : batch;
-  if (num_pending_outputs() != (async ? 1 : 0)) return {};
-  if (async && (!outputs_[static_cast<size_t>(updated % 2)].scheduled.empty() ||
-                !lz_departed_[static_cast<size_t>(updated % 2)].empty())) {
-    return {};
-  }
   const bool events = lz_update_bound_ <= updated;
   int64_t passed_min = INT64_MAX;
-  if (events && !lazy_quiet_events(batch, passed_min)) return {};
+  if (events && !lazy_quiet_events(batch, passed_min)) return nullptr;
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
-  // every event succeeding (checked above).
-  output_ = &outputs_[static_cast<size_t>(batch % 2)];
-  output_->clear();
-  output_->step_index = step_++;
-  step_threshold_ = long_prefill_threshold_for_step();
-  const auto implicit = static_cast<int32_t>(n);
+  // every event succeeding (checked above). (step_threshold_ is left alone: only schedule()
+  // reads it, after setting it.)
+  const auto slot = static_cast<size_t>(batch % 2);
+  SchedulerOutput& out = outputs_[slot];
+  if (lz_quiet_output_[slot]) {
+    // Written by the quiet step two before and not since: only these differ from clear()'s.
+    out.new_block_ids.clear();
+    out.implicit_new_blocks = 0;
+  } else {
+    out.clear();
+    lz_quiet_output_[slot] = true;
+  }
+  output_ = &out;
+  out.step_index = step_++;
+  const auto implicit = static_cast<int32_t>(running_.size());
   int32_t event_decodes = 0;
   if (events) {
     lz_update_bound_ = INT64_MAX;
@@ -277,22 +288,28 @@ Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
     }
   }
-  output_->implicit_decodes = implicit;
-  output_->implicit_context_tokens = lz_sum_computed_;
+  out.implicit_decodes = implicit;
+  out.implicit_context_tokens = lz_sum_computed_;
   lz_sum_computed_ += implicit;
   kv_.add_lazy_held_tokens(implicit - event_decodes);
-  output_->admission_stop = AdmissionStop::QUEUE_EMPTY;
-  output_->total_num_scheduled_tokens = implicit;
-  output_->num_decode_tokens = implicit;
+  out.admission_stop = AdmissionStop::QUEUE_EMPTY;
+  out.total_num_scheduled_tokens = implicit;
+  out.num_decode_tokens = implicit;
   lz_sched_done_ = step_;
-  // update_from_output(): every token is the lazy clock's.
-  SchedulerOutput& update = outputs_[static_cast<size_t>(updated % 2)];
-  update.finished_in_update.clear();
+  // update_from_output(): every token is the lazy clock's. (Its scratch lists, lz_items_ and
+  // lz_processed_, are filled and read inside one update: nothing to reset here.)
+  outputs_[static_cast<size_t>(updated % 2)].finished_in_update.clear();
   ++first_pending_step_;
-  lz_items_.clear();
-  lz_processed_.clear();
   lz_upd_done_ = first_pending_step_;
-  return {output_, &update};
+  return &out;
+}
+
+Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
+  if (!quiet_run_possible()) return {};
+  const SchedulerOutput* scheduled = quiet_run_step();
+  if (scheduled == nullptr) return {};
+  const int64_t updated = config_.async_scheduling ? step_ - 2 : step_ - 1;
+  return {scheduled, &outputs_[static_cast<size_t>(updated % 2)]};
 }
 
 bool Scheduler::lazy_is_steady(const Request& r) const {

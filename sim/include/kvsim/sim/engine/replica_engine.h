@@ -98,7 +98,7 @@ class ReplicaEngine {
   void add_request(int64_t id);
   int64_t next_event_ns() const;
   void step();
-  // Runs step() while it would be a quiet step (Scheduler::schedule_and_update_if_quiet), the
+  // Runs step() while it would be a quiet step (Scheduler::quiet_run_step), the
   // clock is before `before_ns` (where the driver adds its next request) and fewer than
   // `max_steps` ran: what that many step() calls do, without their checks per step. Returns the
   // steps run (0: call step()). Drivers call it before step() in their loops.
@@ -141,10 +141,9 @@ class ReplicaEngine {
   bool admit_arrivals();
   void step_sync();
   void step_async();
-  // A quiet step (Scheduler::schedule_and_update_if_quiet), either mode: true when it ran.
-  bool step_if_quiet();
-  void on_implicit_step(const SchedulerOutput& out);  // on_step() of a batch without entries
-  void record_pool_state();                           // the per-step sums both of them keep
+  void record_pool_state();  // on_step()'s per-step running, padding and KV-usage sums:
+  void record_running(int32_t running, int64_t steps);  // the running-request part, `steps` times
+  void record_kv_state();                               // the padding and KV-usage part
   void arrive(size_t index);
   void reject(size_t index, RejectReason why);
   void leave_queue(const RequestRecord& rec);

@@ -261,6 +261,13 @@ class Scheduler {
     const SchedulerOutput* updated = nullptr;
   };
   QuietStep schedule_and_update_if_quiet();
+  // The same, as a run of quiet steps back to back: quiet_run_possible() checks the conditions
+  // above that a quiet step leaves as they were (all but the events); while nothing else is
+  // called, each quiet_run_step() is then schedule_and_update_if_quiet() with only its events
+  // checked: the output scheduled (the update's is the batch before, async, or the same, sync),
+  // or nullptr, having changed nothing, when the step is not quiet.
+  bool quiet_run_possible() const;
+  const SchedulerOutput* quiet_run_step();
   // Part of the conditions above, inline: false means the next step is not quiet.
   bool quiet_step_possible() const {
     return lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() && waiting_.empty();
@@ -412,6 +419,9 @@ class Scheduler {
   // loop's one test sends it down the general path.
   std::vector<int64_t> lz_next_sched_;
   std::vector<uint32_t> lz_quiet_events_;  // lazy_quiet_events(): running indices
+  // outputs_[k] was written by a quiet step and by nothing since but its quiet update: every
+  // field but new_block_ids and the quiet step's scalars is as clear() leaves it.
+  std::array<bool, 2> lz_quiet_output_{};
   // A member's next update event (a batch index); INT64_MAX for a non-member.
   std::vector<int64_t> lz_next_update_;
   // Invariant: no element of lz_next_update_ is below it (a lower bound, lowered by every
