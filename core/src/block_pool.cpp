@@ -44,12 +44,6 @@ BlockPool::BlockPool(int32_t num_gpu_blocks, bool enable_caching)
   state_[static_cast<size_t>(null_block)].extra_refs = -1;
 }
 
-double BlockPool::get_usage() const {
-  const int32_t total = num_gpu_blocks_ - 1;
-  if (total <= 0) return 0.0;
-  return 1.0 - static_cast<double>(get_num_free_blocks()) / static_cast<double>(total);
-}
-
 void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
   if (n < 0 || n > get_num_free_blocks()) [[unlikely]] {
     throw std::logic_error(fmt::format("BlockPool::get_new_blocks({}): only {} free blocks", n,

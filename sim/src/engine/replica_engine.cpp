@@ -444,18 +444,24 @@ void ReplicaEngine::advance_clock(int64_t dt) {
 
 // Arrivals are <= kMaxArrivalNs and steps <= kMaxStepSeconds, so only an absurdly long run
 // (~1.3 million one-hour steps) overflows; it must be an error, never a wrapped clock.
-int64_t ReplicaEngine::batch_end(int64_t start, int64_t dt) {
+// Inline (every step calls it); the error is built out of line.
+[[gnu::always_inline]] inline int64_t ReplicaEngine::batch_end(int64_t start, int64_t dt) {
   ReplaySummary& sum = summary_;
   int64_t end = 0;
   int64_t busy = 0;
-  if (__builtin_add_overflow(start, dt, &end) || __builtin_add_overflow(sum.busy_ns, dt, &busy)) {
-    throw std::runtime_error(fmt::format(
-        "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
-        "nanoseconds (292 years); use a shorter {} or trace",
-        sum.steps, start, dt, param("step_time")));
+  if (__builtin_add_overflow(start, dt, &end) || __builtin_add_overflow(sum.busy_ns, dt, &busy))
+      [[unlikely]] {
+    clock_overflow(start, dt);
   }
   sum.busy_ns = busy;
   return end;
+}
+
+void ReplicaEngine::clock_overflow(int64_t start, int64_t dt) const {
+  throw std::runtime_error(fmt::format(
+      "simulated clock overflow at step {}: t = {} ns plus a step of {} ns leaves 64-bit "
+      "nanoseconds (292 years); use a shorter {} or trace",
+      summary_.steps, start, dt, param("step_time")));
 }
 
 int64_t ReplicaEngine::account_swaps(const SchedulerOutput& out) {

@@ -68,8 +68,12 @@ class BlockPool {
   int32_t num_gpu_blocks() const { return num_gpu_blocks_; }
   bool enable_caching() const { return enable_caching_; }
   int32_t get_num_free_blocks() const { return free_block_queue_.num_free_blocks(); }
-  // 1 - free / (N - 1); 0 when N - 1 == 0.
-  double get_usage() const;
+  // 1 - free / (N - 1); 0 when N - 1 == 0. (Inline: the replay reads it every step.)
+  double get_usage() const {
+    const int32_t total = num_gpu_blocks_ - 1;
+    if (total <= 0) return 0.0;
+    return 1.0 - static_cast<double>(get_num_free_blocks()) / static_cast<double>(total);
+  }
 
   // Pops n blocks from the head, evicting their cached hashes, sets ref_cnt = 1 and appends the
   // ids to `out` in head order. Throws std::logic_error when n > free.

@@ -149,6 +149,7 @@ class ReplicaEngine {
   void leave_queue(const RequestRecord& rec);
   void advance_clock(int64_t dt);
   int64_t batch_end(int64_t start, int64_t dt);
+  [[noreturn, gnu::cold]] void clock_overflow(int64_t start, int64_t dt) const;
   void on_step(const SchedulerOutput& out, int64_t start_ns);
   bool after_update(const SchedulerOutput& out);  // true when a request finished
   void finish_record(size_t id);                  // a request that stopped: record, latency
