@@ -185,16 +185,6 @@ void BlockPool::cache_private_blocks(std::span<const BlockId> blocks,
   }
 }
 
-void BlockPool::cache_private_blocks(std::span<const BlockId> blocks) {
-  if (!enable_caching_) return;
-  for (const BlockId b : blocks) {
-    BlockState& s = state_[static_cast<size_t>(b)];
-    if (b == kNullBlockId || s.dup_next != kUnhashed) continue;
-    s.dup_next = kPrivateNoHash;
-    ++num_cached_blocks_;
-  }
-}
-
 void BlockPool::publish_private_blocks(std::span<const BlockId> blocks,
                                        std::span<const BlockHash> hashes) {
   for (size_t i = 0; i < blocks.size(); ++i) {

@@ -100,7 +100,17 @@ class BlockPool {
   void cache_private_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes);
   // The same before the hashes are known (Request::num_deferred_block_hashes): block_hash()
   // is nullopt for such a block until it is published with its hash.
-  void cache_private_blocks(std::span<const BlockId> blocks);
+  void cache_private_blocks(std::span<const BlockId> blocks) {
+    for (const BlockId b : blocks) cache_private_block(b);
+  }
+  // One block of the above (inline: a decode completes one block at a time).
+  void cache_private_block(BlockId b) {
+    if (!enable_caching_) return;
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (b == kNullBlockId || s.dup_next != kUnhashed) return;
+    s.dup_next = kPrivateNoHash;
+    ++num_cached_blocks_;
+  }
   // Enters the private blocks among `blocks` in the prefix map, in the given order (as
   // cache_full_blocks would have, had they been registered then); other blocks are left alone.
   // `hashes[i]` is blocks[i]'s hash; it is required (i < hashes.size()) for a block cached
