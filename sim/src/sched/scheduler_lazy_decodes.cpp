@@ -29,6 +29,7 @@
 // block comes one token earlier; and a decode whose update would stop the request (max_tokens,
 // max_model_len) departs at its schedule, so that update runs the general code.
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <stdexcept>
 
@@ -262,7 +263,15 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   const int64_t updated = async ? batch - 1 : batch;
   const bool events = lz_update_bound_ <= updated;
   int64_t passed_min = INT64_MAX;
-  if (events && !lazy_quiet_events(batch, passed_min)) return nullptr;
+  bool agenda = agenda_step_ == batch && agenda_update_ == first_pending_step_;
+  if (events) {
+    if (agenda) {
+      if (!agenda_quiet_events(batch, passed_min)) return nullptr;
+    } else {
+      if (!lazy_quiet_events(batch, passed_min)) return nullptr;
+      agenda = agenda_build(batch);
+    }
+  }
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
   // every event succeeding (checked above). (step_threshold_ is left alone: only schedule()
   // reads it, after setting it.)
@@ -282,7 +291,25 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   int32_t event_decodes = 0;
   if (events) {
     lz_update_bound_ = INT64_MAX;
-    for (const uint32_t i : lz_quiet_events_) lazy_quiet_event(i);
+    const size_t slot_now = static_cast<size_t>(batch % kAgendaSteps);
+    if (agenda) {
+      // The members due here are this step's whole list; each goes under its next event.
+      agenda_head_[slot_now] = -1;
+      agenda_mask_ &= ~(uint64_t{1} << slot_now);
+    }
+    for (const uint32_t i : lz_quiet_events_) {
+      lazy_quiet_event(i);
+      if (!agenda) continue;
+      const int64_t next = lz_next_sched_[i];
+      if (next <= batch || next >= batch + kAgendaSteps) {
+        agenda = false;
+        continue;
+      }
+      const auto slot = static_cast<size_t>(next % kAgendaSteps);
+      agenda_next_[i] = agenda_head_[slot];
+      agenda_head_[slot] = static_cast<int32_t>(i);
+      agenda_mask_ |= uint64_t{1} << slot;
+    }
     event_decodes = static_cast<int32_t>(lz_quiet_events_.size());
     if (passed_min != INT64_MAX) {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
@@ -301,7 +328,72 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   outputs_[static_cast<size_t>(updated % 2)].finished_in_update.clear();
   ++first_pending_step_;
   lz_upd_done_ = first_pending_step_;
+  agenda_step_ = agenda ? step_ : -1;
+  agenda_update_ = first_pending_step_;
   return &out;
+}
+
+bool Scheduler::agenda_build(int64_t batch) {
+  const size_t n = running_.size();
+  const int64_t* const next_sched = lz_next_sched_.data();
+  agenda_next_.resize(n);
+  agenda_head_.fill(-1);
+  agenda_mask_ = 0;
+  // From the back, so that each list starts in running order.
+  for (size_t k = n; k-- > 0;) {
+    const int64_t next = next_sched[k];
+    if (next < batch || next >= batch + kAgendaSteps) return false;
+    const auto slot = static_cast<size_t>(next % kAgendaSteps);
+    agenda_next_[k] = agenda_head_[slot];
+    agenda_head_[slot] = static_cast<int32_t>(k);
+    agenda_mask_ |= uint64_t{1} << slot;
+  }
+  return true;
+}
+
+bool Scheduler::agenda_quiet_events(int64_t batch, int64_t& passed_min) {
+  const auto slot = static_cast<size_t>(batch % kAgendaSteps);
+  lz_quiet_events_.clear();
+  int64_t blocks = 0;
+  bool stays = true;
+  for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
+    lz_quiet_events_.push_back(static_cast<uint32_t>(i));
+    const int32_t event_blocks = lz_[static_cast<size_t>(i)].event_blocks;
+    stays &= event_blocks >= 0;
+    blocks += event_blocks;
+  }
+  // Running order, as the pass over every member lists them (usually one already is).
+  std::sort(lz_quiet_events_.begin(), lz_quiet_events_.end());
+  // The least next event of the others: the first non-empty list after this step's.
+  const uint64_t others = agenda_mask_ & ~(uint64_t{1} << slot);
+  if (others == 0) {
+    passed_min = INT64_MAX;
+  } else {
+    const auto from = static_cast<int>((slot + 1) % kAgendaSteps);
+    passed_min = batch + 1 + std::countr_zero(std::rotr(others, from));
+  }
+  return stays && blocks <= kv_.num_free_blocks();
+}
+
+bool Scheduler::lazy_agenda_holds() const {
+  if (agenda_step_ != step_ || agenda_update_ != first_pending_step_) return true;  // not valid
+  const size_t n = running_.size();
+  std::vector<int> seen(n, 0);
+  uint64_t mask = 0;
+  for (size_t slot = 0; slot < static_cast<size_t>(kAgendaSteps); ++slot) {
+    if (agenda_head_[slot] >= 0) mask |= uint64_t{1} << slot;
+    for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
+      const auto k = static_cast<size_t>(i);
+      if (k >= n || ++seen[k] > 1) return false;
+      const int64_t next = lz_next_sched_[k];
+      if (next < step_ || next >= step_ + kAgendaSteps ||
+          static_cast<size_t>(next % kAgendaSteps) != slot) {
+        return false;
+      }
+    }
+  }
+  return mask == agenda_mask_ &&
+         std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; });
 }
 
 Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {

@@ -252,6 +252,7 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) 
     if (process && s.num_pending_outputs() > 0) line += " | " + describe(s.update_from_output());
     // The event bound that lets schedule() and update_from_output() skip their scans.
     EXPECT_TRUE(s.lazy_event_bound_holds()) << "step " << step;
+    EXPECT_TRUE(s.lazy_agenda_holds()) << "step " << step;
     s.settle_lazy_decodes();
     run.steps.push_back(line + " | " + describe(s, reqs));
   }

@@ -346,6 +346,9 @@ class Scheduler {
     return std::all_of(lz_next_update_.begin(), lz_next_update_.end(),
                        [this](int64_t u) { return u >= lz_update_bound_; });
   }
+  // Tests: while the quiet-run agenda is valid, it lists every member exactly once, under the
+  // step of its next schedule event, and its mask marks exactly the non-empty steps.
+  bool lazy_agenda_holds() const;
   // Settles every member and hands each request's unreported tokens to f(request_id, tokens)
   // (a replay that stops with requests still in flight).
   template <class F>
@@ -419,6 +422,26 @@ class Scheduler {
   // loop's one test sends it down the general path.
   std::vector<int64_t> lz_next_sched_;
   std::vector<uint32_t> lz_quiet_events_;  // lazy_quiet_events(): running indices
+  // Quiet runs' agenda (quiet_run_step): the members by the step of their next schedule event,
+  // one list per step modulo kAgendaSteps, so that a quiet step finds its events without a pass
+  // over every member. Built by the first quiet step of a run that has events, from that step's
+  // pass; kept by each quiet step (its events' new predictions are added); valid only while
+  // agenda_step_ == step_ and agenda_update_ == first_pending_step_, i.e. until any other call
+  // schedules or updates. Invariant while valid: every member is in the list of its
+  // lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_ is
+  // set iff list k is not empty. Never built when a prediction falls outside the window.
+  static constexpr int64_t kAgendaSteps = 64;
+  std::array<int32_t, kAgendaSteps> agenda_head_{};  // first running index, -1: empty
+  std::vector<int32_t> agenda_next_;                 // by running index: the next in its list
+  uint64_t agenda_mask_ = 0;
+  int64_t agenda_step_ = -1;
+  int64_t agenda_update_ = -1;
+  // Builds the agenda from lz_next_sched_ at `batch`; false (nothing valid) when an event lies
+  // outside [batch, batch + kAgendaSteps).
+  bool agenda_build(int64_t batch);
+  // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
+  // passed_min and result, changing nothing.
+  bool agenda_quiet_events(int64_t batch, int64_t& passed_min);
   // outputs_[k] was written by a quiet step and by nothing since but its quiet update: every
   // field but new_block_ids and the quiet step's scalars is as clear() leaves it.
   std::array<bool, 2> lz_quiet_output_{};
