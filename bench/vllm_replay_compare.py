@@ -6,8 +6,10 @@ harness of tools/vllm_conformance/record.py (VllmHarness: the scheduler built as
 it, a one-group KVCacheConfig standing in for the GPU pool, this script playing the model runner)
 -- and `kvsim replay` (subprocess: the CLI is the reference) on the same trace and settings,
 interleaved: for each repetition, for each mode (sync, async), for each output setting (none,
-per-step rows), one vLLM run then one kvsim run. Prints the medians, the ratios and the machine
-load (load average before and after, nproc).
+per-step rows), one vLLM run then --kvsim-runs kvsim runs (default 5: a kvsim run is ~1000x
+shorter than vLLM's, so one run per cell leaves its median at the mercy of the host's noise).
+Prints the medians (vLLM over the repetitions, kvsim over all its runs), the ratios and the
+machine load (load average before and after, nproc).
 
 The workload both sides replay is kvsim's own reading of the trace: a preparation run of kvsim
 (untimed) writes its per-request CSV, and vLLM gets exactly those requests (arrival time in ns,
@@ -363,6 +365,8 @@ def main() -> int:
     ap.add_argument("--max-requests", type=int, default=0,
                     help="the first N requests only (kvsim's --max-requests; 0 = all)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions per cell")
+    ap.add_argument("--kvsim-runs", type=int, default=5,
+                    help="kvsim runs after each vLLM run (all checked; medians over all)")
     ap.add_argument("--modes", nargs="+", default=["sync", "async"], choices=["sync", "async"])
     ap.add_argument("--outputs", nargs="+", default=["none", "steps"], choices=["none", "steps"],
                     help="none: no per-step output; steps: per-step rows on both sides")
@@ -429,36 +433,44 @@ def main() -> int:
                     vt = work / "vllm_timeline.csv" if outputs == "steps" else None
                     kt = work / "kvsim_timeline.csv" if outputs == "steps" else None
                     v = vllm_replay(args, mode, reqs, str(model_dir), vt)
-                    k = kvsim_replay(args, mode, work, kt)
                     cell["vllm"].append(v)
-                    cell["kvsim"].append(k)
-                    same = []
-                    for key in ("steps", "scheduled_tokens", "sim_ns"):
-                        if v[key] != k[key]:
-                            failures.append(f"{mode}/{outputs} rep {rep}: {key} vLLM {v[key]} "
-                                            f"kvsim {k[key]}")
-                        else:
-                            same.append(key)
-                    if v["unfinished"] != 0 or v["added"] != k["finished"]:
-                        failures.append(f"{mode}/{outputs} rep {rep}: vLLM added {v['added']}, "
-                                        f"left {v['unfinished']} unfinished; kvsim finished "
-                                        f"{k['finished']}")
-                    if vt is not None:
-                        diff = compare_timelines(vt, kt)
-                        if diff is not None:
-                            failures.append(f"{mode}/{outputs} rep {rep}: timelines differ: {diff}")
-                        else:
-                            same.append("per-step rows")
+                    runs = []
+                    for _ in range(max(1, args.kvsim_runs)):
+                        k = kvsim_replay(args, mode, work, kt)
+                        runs.append(k)
+                        same = []
+                        for key in ("steps", "scheduled_tokens", "sim_ns"):
+                            if v[key] != k[key]:
+                                failures.append(f"{mode}/{outputs} rep {rep}: {key} vLLM "
+                                                f"{v[key]} kvsim {k[key]}")
+                            else:
+                                same.append(key)
+                        if v["unfinished"] != 0 or v["added"] != k["finished"]:
+                            failures.append(f"{mode}/{outputs} rep {rep}: vLLM added "
+                                            f"{v['added']}, left {v['unfinished']} unfinished; "
+                                            f"kvsim finished {k['finished']}")
+                        if vt is not None:
+                            diff = compare_timelines(vt, kt)
+                            if diff is not None:
+                                failures.append(f"{mode}/{outputs} rep {rep}: timelines differ: "
+                                                f"{diff}")
+                            else:
+                                same.append("per-step rows")
+                    cell["kvsim"].extend(runs)
+                    mid = statistics.median
                     print(f"rep {rep} {mode:5} out={outputs:5}: vLLM {v['wall']:8.2f} s wall "
-                          f"{v['cpu']:8.2f} s cpu | kvsim {k['wall']:.3f} s wall {k['cpu']:.3f} s "
-                          f"cpu (loop {k['loop_wall']:.3f} s) | {k['steps']} steps, "
+                          f"{v['cpu']:8.2f} s cpu | kvsim (median of {len(runs)}) "
+                          f"{mid(r['wall'] for r in runs):.3f} s wall "
+                          f"{mid(r['cpu'] for r in runs):.3f} s cpu (loop "
+                          f"{mid(r['loop_wall'] for r in runs):.3f} s) | {k['steps']} steps, "
                           f"{k['finished']} finished; equal: {', '.join(same)}; "
                           f"load {os.getloadavg()[0]:.2f}", flush=True)
 
     load_after = os.getloadavg()
     med = statistics.median
     print()
-    print(f"Medians of {args.repeats} interleaved runs (nproc {nproc}; load average before "
+    print(f"Medians of {args.repeats} interleaved repetitions ({args.kvsim_runs} kvsim runs "
+          f"each; nproc {nproc}; load average before "
           f"{load_before[0]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f} "
           f"{load_after[2]:.2f}):")
     print("| mode | per-step output | vLLM wall s | vLLM cpu s | kvsim wall s | kvsim cpu s | "
