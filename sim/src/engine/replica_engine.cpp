@@ -653,13 +653,19 @@ void ReplicaEngine::step_sync() {
     if (++idle_steps_ >= livelock_limit_) livelock(idle_steps_);
     return;
   }
+  // A constant step time needs no account of the work (see step_async).
+  const bool timed = constant_step_ns_ < 0;
   StepWork work;  // a local: see step_async
-  for (const ScheduledRequest& s : out.scheduled) {
-    work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+  if (timed) {
+    for (const ScheduledRequest& s : out.scheduled) {
+      work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+    }
+    add_implicit_decodes(work, out);
   }
-  add_implicit_decodes(work, out);
   execute_batch(out);
-  const int64_t dt = step_time_.step_time_ns(work, /*overlap_cpu=*/false) + account_swaps(out);
+  const int64_t dt =
+      (timed ? step_time_.step_time_ns(work, /*overlap_cpu=*/false) : constant_step_ns_) +
+      account_swaps(out);
   new_work_ = false;
   on_step(out, t_);
   log_row(out, t_, dt);
@@ -699,25 +705,27 @@ void ReplicaEngine::step_async() {
     if (out.total_num_scheduled_tokens > 0) {
       // Local sums: accumulating into members would be a chain of loads and stores through
       // memory, one per scheduled request.
+      // A constant step time (StepTimeModel::constant_step_ns) needs no account of the work.
+      const bool timed = constant_step_ns_ < 0;
       StepWork work;
       int64_t ahead_tokens = 0;
       int64_t ahead_blocks = 0;
       for (const ScheduledRequest& s : out.scheduled) {
-        work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
+        if (timed) work.add_sequence(s.num_computed_tokens, s.num_tokens, !s.is_decode);
         if (s.num_output_placeholders > 0) {
           ahead_tokens += s.num_tokens;
           ahead_blocks += s.new_blocks_count;
         }
       }
       // Implicit decodes, scheduled one token ahead.
-      add_implicit_decodes(work, out);
+      if (timed) add_implicit_decodes(work, out);
       ahead_tokens += out.implicit_decodes;
       ahead_blocks += out.implicit_new_blocks;
       sum.async_ahead_tokens += ahead_tokens;
       sum.async_ahead_blocks += ahead_blocks;
       execute_batch(out);
       // Async: the host schedules this batch while the GPU runs the previous one.
-      dt = step_time_.step_time_ns(work, /*overlap_cpu=*/true);
+      dt = timed ? step_time_.step_time_ns(work, /*overlap_cpu=*/true) : constant_step_ns_;
       on_step(out, start);
       log_row(out, start, dt);
     } else if (!out.preempted_req_ids.empty() || !out.aborted_req_ids.empty()) {
