@@ -305,10 +305,10 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
         agenda = false;
         continue;
       }
-      const auto slot = static_cast<size_t>(next % kAgendaSteps);
-      agenda_next_[i] = agenda_head_[slot];
-      agenda_head_[slot] = static_cast<int32_t>(i);
-      agenda_mask_ |= uint64_t{1} << slot;
+      const auto list = static_cast<size_t>(next % kAgendaSteps);
+      agenda_next_[i] = agenda_head_[list];
+      agenda_head_[list] = static_cast<int32_t>(i);
+      agenda_mask_ |= uint64_t{1} << list;
     }
     event_decodes = static_cast<int32_t>(lz_quiet_events_.size());
     if (passed_min != INT64_MAX) {
