@@ -62,21 +62,6 @@ int finish_stdout(int status) {
   return status;
 }
 
-// The first argument that is not a flag names the command. CLI11 acts on --help before it
-// notices an unknown command, so `kvsim NOSUCHCOMMAND --help` printed the main help and exited 0.
-void check_command_name(const CLI::App& app, int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.starts_with("-")) continue;  // the main app's flags take no value
-    std::string names;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      if (sub->get_name() == arg) return;
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-    }
-    throw std::invalid_argument("unknown command '" + arg + "' (expected " + names + ")");
-  }
-}
-
 struct Command {
   const char* name;  // as the register function names it (checked in register_commands)
   void (*register_command)(CLI::App&);
@@ -92,21 +77,26 @@ constexpr Command kCommands[] = {
 #endif
 };
 
-// The command named on the line, or nullptr: the first argument that is not a flag, when it is
-// one of kCommands.
+// The command named on the line: the first argument that is not a flag, or nullptr when there is
+// none (the main help, --version). An unknown name is an error here: CLI11 acts on --help before
+// it notices an unknown command, so `kvsim NOSUCHCOMMAND --help` printed the main help and
+// exited 0.
 const Command* named_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (argv[i][0] == '-') continue;  // the main app's flags take no value
+    std::string names;
     for (const Command& c : kCommands) {
       if (std::strcmp(argv[i], c.name) == 0) return &c;
+      names += (names.empty() ? "" : ", ") + std::string(c.name);
     }
-    return nullptr;
+    throw std::invalid_argument("unknown command '" + std::string(argv[i]) + "' (expected " +
+                                names + ")");
   }
   return nullptr;
 }
 
-// Registers the named command only, or every command when none is named (the main help, an
-// unknown name's error, --version). Registering a command's options is most of a short run's
+// Registers the named command only, or every command when none is named (the main help,
+// --version). Registering a command's options is most of a short run's
 // start-up (about 1 ms for all six); a command never sees the others.
 void register_commands(CLI::App& app, int argc, char** argv) {
   const Command* named = named_command(argc, argv);
@@ -133,7 +123,6 @@ int main(int argc, char** argv) {
   try {
     register_commands(app, argc, argv);
     kvsim::cli::apply_value_rules(app);
-    check_command_name(app, argc, argv);
     app.parse(argc, argv);
     status = kvsim::cli::exit_code();
   } catch (const CLI::CallForHelp& e) {
