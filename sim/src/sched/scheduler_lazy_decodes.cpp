@@ -241,9 +241,10 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
 
 bool Scheduler::quiet_run_possible() const {
   const size_t n = running_.size();
-  // What schedule(batch) would find: every running request a member, an empty waiting queue,
-  // nothing to report, a budget for every member.
-  if (!quiet_step_possible() || n == 0 || !finished_pending_.empty() ||
+  // What schedule(batch) would find: every running request a member, an empty waiting queue, a
+  // budget for every member. (Finished ids left to report go into the first quiet step's output,
+  // as schedule() would put them.)
+  if (!quiet_step_possible() || n == 0 ||
       config_.max_num_batched_tokens < static_cast<int64_t>(n)) {
     return false;
   }
@@ -281,10 +282,13 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
     // Written by the quiet step two before and not since: only these differ from clear()'s.
     out.new_block_ids.clear();
     out.implicit_new_blocks = 0;
+    out.finished_req_ids.clear();
   } else {
     out.clear();
     lz_quiet_output_[slot] = true;
   }
+  // schedule() reports the ids finished since the last one (only a run's first step has any).
+  if (!finished_pending_.empty()) out.finished_req_ids.swap(finished_pending_);
   output_ = &out;
   out.step_index = step_++;
   const auto implicit = static_cast<int32_t>(running_.size());

@@ -250,7 +250,8 @@ class Scheduler {
 
   // The scheduler's half of one *quiet* engine step: every running request a lazy member
   // (lazy_decodes_active) whose event in it, if any, stays one decode (a new or cached block
-  // that the pool can serve), nothing waiting, no finished id left to report, and, async, the
+  // that the pool can serve), nothing waiting (finished ids left to report are reported as
+  // schedule() would), and, async, the
   // one pending batch holding implicit decodes only. schedule() and the update_from_output()
   // that engine step makes (async: of the pending batch; sync: of the batch just scheduled) then
   // only move the lazy clocks and totals and serve those events: this does exactly what the two
