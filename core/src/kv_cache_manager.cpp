@@ -182,16 +182,8 @@ void KVCacheManager::cache_blocks_held(const Request& request, RequestBlocks& st
   const int64_t start = std::max(st.num_cached_block, 0);
   // Most calls complete no block: decide that with a multiplication, not the division below.
   if (num_tokens < (start + 1) * config_.block_size) return;
-  // A decode's case: exactly one block completes, private, its hash deferred (not computed).
-  // The general code below then caches just that block, without a hash (its last branch).
-  if (num_tokens < (start + 2) * config_.block_size && config_.defer_private_block_hashes &&
-      start >= request.first_private_block_hash &&
-      static_cast<int64_t>(request.block_hashes.size()) <= start &&
-      request.num_block_hashes() > start && static_cast<int64_t>(st.blocks.size()) > start) {
-    block_pool_.cache_private_block(st.blocks[static_cast<size_t>(start)]);
-    st.num_cached_block = static_cast<int32_t>(start + 1);
-    return;
-  }
+  // A decode's case (the general code below would cache just that block, without a hash).
+  if (cache_one_private_block(request, st, num_tokens)) return;
   const int64_t full = num_tokens / config_.block_size;
   if (request.num_block_hashes() < full || static_cast<int64_t>(st.blocks.size()) < full) {
     throw std::logic_error(

@@ -211,6 +211,7 @@ class KVCacheManager {
     RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
     if (!st.live) return;
     if (!coordinator_ && !completes_a_cached_block(st, num_tokens)) return;
+    if (cache_one_private_block(request, st, num_tokens)) return;
     cache_blocks_held(request, st, num_tokens);
   }
 
@@ -332,9 +333,28 @@ class KVCacheManager {
       st.held_tokens = static_cast<int32_t>(held);
     }
     const int64_t cached = std::min<int64_t>(main, request.num_tokens());
-    if (config_.enable_caching && completes_a_cached_block(st, cached)) {
+    if (config_.enable_caching && completes_a_cached_block(st, cached) &&
+        !cache_one_private_block(request, st, cached)) {
       cache_blocks_held(request, st, cached);
     }
+  }
+  // cache_blocks_held()'s usual decode case, inline: the first num_tokens tokens complete
+  // exactly one block past the cached ones, private with its hash deferred (not computed), which
+  // is cached without a hash. False, changing nothing, in any other case.
+  bool cache_one_private_block(const Request& request, RequestBlocks& st, int64_t num_tokens) {
+    const int32_t start = std::max(st.num_cached_block, 0);
+    if (coordinator_ || !config_.defer_private_block_hashes ||
+        request.hash_block_size != config_.block_size ||
+        num_tokens >= (int64_t{start} + 2) * config_.block_size ||
+        num_tokens < (int64_t{start} + 1) * config_.block_size ||
+        start < request.first_private_block_hash ||
+        static_cast<int64_t>(request.block_hashes.size()) > start ||
+        request.num_block_hashes() <= start || static_cast<int64_t>(st.blocks.size()) <= start) {
+      return false;
+    }
+    block_pool_.cache_private_block(st.blocks[static_cast<size_t>(start)]);
+    st.num_cached_block = start + 1;
+    return true;
   }
   // Tokens the request holds after this allocation: min(computed + hits, L) + new tokens.
   int64_t main_tokens(const Request& request, const AllocateSlotsArgs& args) const {
