@@ -83,6 +83,8 @@ SchedulerConfig engine_scheduler_config(const ReplayConfig& c, const KvBackend& 
   SchedulerConfig s = c.scheduler;
   s.lazy_steady_decodes =
       c.steady_decode && !c.check_invariants && dynamic_cast<const NullKvBackend*>(&backend);
+  // The timeline's rows are the only per-step reader of the pool's cached count.
+  s.lazy_cache_marks = s.lazy_steady_decodes && !c.record_timeline;
   return s;
 }
 

@@ -110,6 +110,9 @@ void Scheduler::lazy_settle(size_t i) {
     // deferring, just counts them).
     if (r.num_tokens() >= r.next_block_hash_tokens) r.update_block_hashes();
   }
+  // The cache marks the folded allocations made (SchedulerConfig::lazy_cache_marks), after the
+  // hashes of the blocks they complete are counted.
+  if (lz_cache_marks_) kv_.cache_held_blocks(r);
 }
 
 void Scheduler::settle_lazy_decodes() {
@@ -454,7 +457,9 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   // allocation of schedule(S + j) caches x + j + 1 tokens; its update samples output
   // num_output + j + 1 and makes the sequence x + j + 2 long, which stops it at max_tokens or
   // max_model_len (the schedule event departs then: lazy_schedule_event).
-  if (config_.enable_prefix_caching) {
+  // With lazy cache marks a private block's mark waits for the next settle: no event.
+  if (config_.enable_prefix_caching &&
+      !(lz_cache_marks_ && held.num_cached_block >= r.first_private_block_hash)) {
     j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - 1 - x);
   }
   lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;

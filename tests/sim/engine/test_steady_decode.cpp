@@ -112,10 +112,16 @@ TEST_P(SteadyDecodeModes, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
     const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
     const Outputs general = replay(trace, c, false, fixed);
     const Outputs steady = replay(trace, c, true, fixed);
+    // Without a timeline sync runs defer cache marks (SchedulerConfig::lazy_cache_marks).
+    ReplayConfig untimed = c;
+    untimed.record_timeline = false;
+    const Outputs steady_untimed = replay(trace, untimed, true, fixed);
     const std::string what = fmt::format("seed {}", seed);
     EXPECT_EQ(general.timeline, steady.timeline) << what;
     EXPECT_EQ(general.requests, steady.requests) << what;
     EXPECT_EQ(general.summary, steady.summary) << what;
+    EXPECT_EQ(general.requests, steady_untimed.requests) << what;
+    EXPECT_EQ(general.summary, steady_untimed.summary) << what;
     EXPECT_EQ(general.steady_steps, 0) << what;
     if (steady.steady_steps > 0) {
       ++steady_cases;
@@ -210,8 +216,10 @@ struct SchedulerRun {
   int64_t quiet_steps = 0;  // through Scheduler::schedule_and_update_if_quiet
 };
 
-SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every) {
+SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
+                   bool cache_marks = false) {
   config.lazy_steady_decodes = lazy;
+  config.lazy_cache_marks = cache_marks;
   Scheduler s(config);
   std::vector<std::unique_ptr<Request>> reqs;
   for (int i = 0; i < n; ++i) {
@@ -278,12 +286,16 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
           c.defer_private_block_hashes = every != 3;
           const SchedulerRun general = drive(c, false, 30, every);
           const SchedulerRun lazy = drive(c, true, 30, every);
+          // Deferred cache marks (sync only; the state is compared once settled).
+          const SchedulerRun marks = drive(c, true, 30, every, /*cache_marks=*/true);
           const std::string what = fmt::format("caching {} bs {} blocks/seq {} every {}", caching,
                                                bs, blocks_per_seq, every);
           EXPECT_EQ(general.implicit, 0) << what;
           ASSERT_EQ(general.steps.size(), lazy.steps.size()) << what;
+          ASSERT_EQ(general.steps.size(), marks.steps.size()) << what;
           for (size_t k = 0; k < general.steps.size(); ++k) {
             ASSERT_EQ(general.steps[k], lazy.steps[k]) << what << " step " << k;
+            ASSERT_EQ(general.steps[k], marks.steps[k]) << what << " marks, step " << k;
           }
           EXPECT_EQ(general.quiet_steps, 0) << what;
           implicit += lazy.implicit;

@@ -215,6 +215,21 @@ class KVCacheManager {
     cache_blocks_held(request, st, num_tokens);
   }
 
+  // cache_blocks() up to the tokens the request's table holds: what its allocations would have
+  // cached (a scheduler that defers those marks, SchedulerConfig::lazy_cache_marks). No-op for
+  // a request holding no table.
+  void cache_held_blocks(const Request& request) {
+    if (!config_.enable_caching || coordinator_ || request.request_id < 0 ||
+        static_cast<size_t>(request.request_id) >= req_to_blocks_.size()) {
+      return;
+    }
+    RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+    const int64_t tokens = std::min<int64_t>(st.held_tokens, request.num_tokens());
+    if (!st.live || !completes_a_cached_block(st, tokens)) return;
+    if (cache_one_private_block(request, st, tokens)) return;
+    cache_blocks_held(request, st, tokens);
+  }
+
   // Frees the request's blocks in reverse order and forgets it. No-op for unknown ids.
   void free(const Request& request);
 

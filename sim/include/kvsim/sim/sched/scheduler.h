@@ -104,6 +104,13 @@ struct SchedulerConfig {
   // Scheduler::lazy_decodes_active). Off by default: outputs then list every scheduled request;
   // the replay engine turns it on for null-backend replays (ReplayConfig::steady_decode).
   bool lazy_steady_decodes = false;
+  // Speed only, for sync lazy steady decodes: a member's completed private blocks are marked
+  // cached when it is next settled, not by the schedule whose allocation completed them, so a
+  // block costs one event (its new block) instead of two. Until then the pool's cached count
+  // (BlockPool::num_cached_blocks) lags by those marks; nothing else can tell (the blocks are
+  // private: no lookup finds them, and everything that frees, preempts or publishes them settles
+  // first). Off by default; the replay engine turns it on when no per-step row reads the count.
+  bool lazy_cache_marks = false;
   // The cloned release's behaviour (core/vllm_version.h): the struct default is 0.26's;
   // make_replay_config() sets the release the user chose.
   VllmBehavior behavior = {};
@@ -413,8 +420,9 @@ class Scheduler {
     Request* request = nullptr;
   };
   bool lazy_ = false;
-  int64_t lz_sched_done_ = 0;  // schedule() calls completed
-  int64_t lz_upd_done_ = 0;    // update_from_output() calls completed
+  bool lz_cache_marks_ = false;  // SchedulerConfig::lazy_cache_marks, in effect (sync lazy runs)
+  int64_t lz_sched_done_ = 0;    // schedule() calls completed
+  int64_t lz_upd_done_ = 0;      // update_from_output() calls completed
   int64_t lz_next_key_ = 0;
   int64_t lz_sum_computed_ = 0;  // Σ exact num_computed_tokens over members
   int64_t lz_num_members_ = 0;
