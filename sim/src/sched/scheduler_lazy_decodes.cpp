@@ -218,6 +218,29 @@ void Scheduler::lazy_quiet_event(size_t i) {
   lazy_event_scheduled(i);
 }
 
+bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
+  LazyRunning& l = lz_[i];
+  // Sync with eager cache marks: a cached-block event comes between two new-block events.
+  if (l.event_blocks != 1 ||
+      (!config_.async_scheduling && config_.enable_prefix_caching && !lz_cache_marks_)) {
+    return false;
+  }
+  BlockId b = kNullBlockId;
+  if (!kv_.append_block_lazily(*running_[i], &b)) return false;
+  output_->new_block_ids.push_back(b);
+  output_->implicit_new_blocks += 1;
+  // lazy_predict after settling: the table now ends block_size tokens later, the block just
+  // completed is cached (no cached bound before the new one), and a stop bound reached first or
+  // tied wins.
+  const int64_t block_end = batch + config_.block_size;
+  const int64_t next = std::min(block_end, l.stop_batch);
+  l.event_blocks = block_end < l.stop_batch ? 1 : -1;
+  lz_next_sched_[i] = next;
+  lz_next_update_[i] = next - lazy_sched_minus_update();
+  lz_update_bound_ = std::min(lz_update_bound_, lz_next_update_[i]);
+  return true;
+}
+
 bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
   // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
   // member or a sync decode would stop it (the prediction's stop bounds, event_blocks -1), or
@@ -305,7 +328,10 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
       agenda_mask_ &= ~(uint64_t{1} << slot_now);
     }
     for (const uint32_t i : lz_quiet_events_) {
-      lazy_quiet_event(i);
+      if (!lazy_light_event(i, batch)) {
+        lazy_quiet_event(i);
+        ++event_decodes;  // its token is held by the event's allocation
+      }
       if (!agenda) continue;
       const int64_t next = lz_next_sched_[i];
       if (next <= batch || next >= batch + kAgendaSteps) {
@@ -317,7 +343,6 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
       agenda_head_[list] = static_cast<int32_t>(i);
       agenda_mask_ |= uint64_t{1} << list;
     }
-    event_decodes = static_cast<int32_t>(lz_quiet_events_.size());
     if (passed_min != INT64_MAX) {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
     }
@@ -442,6 +467,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
       std::min(int64_t{r.max_tokens} - 1 - num_output, int64_t{config_.max_model_len} - 2 - x);
   const int64_t new_block = int64_t{held.num_blocks} * bs - x;
   int64_t j = std::min(stop, new_block);
+  lz_[i].stop_batch = next_schedule + stop;
   if (config_.async_scheduling) {
     if (config_.enable_prefix_caching) {
       j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);

@@ -192,6 +192,39 @@ class KVCacheManager {
     return true;
   }
 
+  // A lazily decoded request's new-block event without settling it (the scheduler's light
+  // events): its table is full, every block but the last cached, and with caching the last is
+  // private with its hash deferred (Request::num_deferred_block_hashes; counted or not yet).
+  // Appends a new block and marks the last one cached without a hash, as allocate_slots()
+  // would; the token that needs the block stays with the caller's lazy held-token total.
+  // Returns false and changes nothing when the table is not in that case or no block is free.
+  bool append_block_lazily(const Request& request, BlockId* out) {
+    if (coordinator_ || request.request_id < 0 ||
+        static_cast<size_t>(request.request_id) >= req_to_blocks_.size() ||
+        block_pool_.get_num_free_blocks() < 1) {
+      return false;
+    }
+    RequestBlocks& st = req_to_blocks_[static_cast<size_t>(request.request_id)];
+    const auto last = static_cast<int32_t>(st.blocks.size()) - 1;
+    if (!st.live || last < 0) return false;
+    if (config_.enable_caching &&
+        (!config_.defer_private_block_hashes || request.hash_block_size != config_.block_size ||
+         st.num_cached_block != last || last < request.first_private_block_hash ||
+         static_cast<int64_t>(request.block_hashes.size()) > last ||
+         !(request.defer_private_block_hashes || request.num_deferred_block_hashes > 0))) {
+      return false;
+    }
+    const BlockId b = block_pool_.get_new_block();
+    if (config_.enable_caching) {
+      block_pool_.cache_private_block(st.blocks[static_cast<size_t>(last)]);
+      st.num_cached_block = last + 1;
+    }
+    st.blocks.push_back(b);
+    ++total_table_blocks_;
+    *out = b;
+    return true;
+  }
+
   // A hint: the scheduler is about to call allocate_slots for this request.
   void prefetch_request_state(int64_t request_id) const {
     if (request_id >= 0 && static_cast<size_t>(request_id) < req_to_blocks_.size()) {

@@ -414,6 +414,8 @@ class Scheduler {
     // 1 a new block, 0 none (a block becomes cached), -1 it may stop or leave the steady phase
     // there (a quiet step then leaves the event to schedule()).
     int8_t event_blocks = -1;
+    // The schedule (a batch index) at which its stop bound makes the event -1 (lazy_predict).
+    int64_t stop_batch = INT64_MAX;
   };
   struct LazyDeparted {  // a former member implicitly in a pending batch
     int64_t key = 0;
@@ -503,6 +505,12 @@ class Scheduler {
   void lazy_quiet_event(size_t running_index);
   // The end of a member's served schedule event: _update_after_schedule and the next prediction.
   void lazy_event_scheduled(size_t running_index);
+  // A quiet step's usual event, a member's decode crossing into a new block (event_blocks 1),
+  // served without settling the member (KVCacheManager::append_block_lazily): its token stays
+  // with the lazy clocks, and its next event is block_size schedules later or its stop bound,
+  // whichever comes first (what lazy_predict would find). False, changing nothing, when the
+  // event needs lazy_quiet_event() (another kind, or a table that is not in that case).
+  bool lazy_light_event(size_t running_index, int64_t batch);
   // Async: the tokens in flight already reach max_tokens, so another step would be wasted
   // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
   static bool in_flight_reaches_max_tokens(const Request& r) {
