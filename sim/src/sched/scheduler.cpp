@@ -396,6 +396,13 @@ bool Scheduler::schedule_running(int64_t& token_budget) {
       i = j;
       if (i >= n || token_budget <= 0) break;
       // A member's event that is still one decode (a new or cached block): it stays a member.
+      // Its usual kind, a new block, is served without settling it where the table allows.
+      if (lz_[i].member && lazy_light_event(i, batch)) {
+        --token_budget;
+        ++implicit;
+        ++i;
+        continue;
+      }
       if (lz_[i].member && lazy_schedule_event(i)) {
         --token_budget;
         ++implicit;
