@@ -394,8 +394,19 @@ bool Scheduler::agenda_quiet_events(int64_t batch, int64_t& passed_min) {
     stays &= event_blocks >= 0;
     blocks += event_blocks;
   }
-  // Running order, as the pass over every member lists them (usually one already is).
-  std::sort(lz_quiet_events_.begin(), lz_quiet_events_.end());
+  // Running order, as the pass over every member lists them. A step's list is short (one or two
+  // members, pushed in reverse): an insertion sort, without std::sort's set-up; long ones sort.
+  if (lz_quiet_events_.size() > 16) {
+    std::sort(lz_quiet_events_.begin(), lz_quiet_events_.end());
+  } else {
+    uint32_t* const e = lz_quiet_events_.data();
+    for (size_t k = 1; k < lz_quiet_events_.size(); ++k) {
+      const uint32_t v = e[k];
+      size_t m = k;
+      for (; m > 0 && e[m - 1] > v; --m) e[m] = e[m - 1];
+      e[m] = v;
+    }
+  }
   // The least next event of the others: the first non-empty list after this step's.
   const uint64_t others = agenda_mask_ & ~(uint64_t{1} << slot);
   if (others == 0) {
