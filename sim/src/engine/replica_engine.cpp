@@ -83,8 +83,8 @@ SchedulerConfig engine_scheduler_config(const ReplayConfig& c, const KvBackend& 
   SchedulerConfig s = c.scheduler;
   s.lazy_steady_decodes =
       c.steady_decode && !c.check_invariants && dynamic_cast<const NullKvBackend*>(&backend);
-  // The timeline's rows are the only per-step reader of the pool's cached count.
-  s.lazy_cache_marks = s.lazy_steady_decodes && !c.record_timeline;
+  // The timeline's rows add the pending marks to the pool's cached count (make_row).
+  s.lazy_cache_marks = s.lazy_steady_decodes;
   return s;
 }
 
@@ -425,7 +425,8 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
   row.decode_tokens = out.num_decode_tokens;
   row.free_blocks = kv.num_free_blocks();
   row.used_blocks = used_blocks();
-  row.cached_blocks = kv.block_pool().num_cached_blocks();
+  row.cached_blocks =
+      kv.block_pool().num_cached_blocks() + sched_.lazy_pending_cache_marks(out.step_index);
   row.padding_tokens = kv.padding_tokens();
   row.preemptions = preempted;
   row.admission_stop = out.admission_stop;

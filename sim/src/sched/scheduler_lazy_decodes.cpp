@@ -235,10 +235,31 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   const int64_t block_end = batch + config_.block_size;
   const int64_t next = std::min(block_end, l.stop_batch);
   l.event_blocks = block_end < l.stop_batch ? 1 : -1;
+  // Sync with lazy cache marks: the new block fills at block_end - 1 (lazy_predict's rule).
+  if (lz_cache_marks_) l.mark_batch = block_end - 1 < next ? block_end - 1 : INT64_MAX;
   lz_next_sched_[i] = next;
   lz_next_update_[i] = next - lazy_sched_minus_update();
   lz_update_bound_ = std::min(lz_update_bound_, lz_next_update_[i]);
   return true;
+}
+
+int64_t Scheduler::lazy_pending_cache_marks(int64_t batch) const {
+  if (!lz_cache_marks_) return 0;
+  auto pending = [batch](const LazyRunning& l) {
+    return static_cast<int64_t>(l.member && l.mark_batch == batch && l.sc <= batch);
+  };
+  int64_t n = 0;
+  // A pending mark's member has its next event at the next schedule: with the quiet-run agenda
+  // valid there, that step's list holds every candidate.
+  if (agenda_step_ == batch + 1 && step_ == batch + 1 && agenda_update_ == first_pending_step_) {
+    const auto slot = static_cast<size_t>((batch + 1) % kAgendaSteps);
+    for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
+      n += pending(lz_[static_cast<size_t>(i)]);
+    }
+    return n;
+  }
+  for (const LazyRunning& l : lz_) n += pending(l);
+  return n;
 }
 
 bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
@@ -495,10 +516,13 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   // num_output + j + 1 and makes the sequence x + j + 2 long, which stops it at max_tokens or
   // max_model_len (the schedule event departs then: lazy_schedule_event).
   // With lazy cache marks a private block's mark waits for the next settle: no event.
-  if (config_.enable_prefix_caching &&
-      !(lz_cache_marks_ && held.num_cached_block >= r.first_private_block_hash)) {
+  const bool lazy_mark = lz_cache_marks_ && held.num_cached_block >= r.first_private_block_hash;
+  if (config_.enable_prefix_caching && !lazy_mark) {
     j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - 1 - x);
   }
+  // The schedule whose allocation (x + k + 1 tokens) fills the table, if before the event.
+  const int64_t fills = new_block - 1;
+  lz_[i].mark_batch = lazy_mark && fills >= 0 && fills < j ? next_schedule + fills : INT64_MAX;
   lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;

@@ -105,11 +105,12 @@ struct SchedulerConfig {
   // the replay engine turns it on for null-backend replays (ReplayConfig::steady_decode).
   bool lazy_steady_decodes = false;
   // Speed only, for sync lazy steady decodes: a member's completed private blocks are marked
-  // cached when it is next settled, not by the schedule whose allocation completed them, so a
-  // block costs one event (its new block) instead of two. Until then the pool's cached count
-  // (BlockPool::num_cached_blocks) lags by those marks; nothing else can tell (the blocks are
+  // cached when it is next settled (or by its next new-block event), not by the schedule whose
+  // allocation completed them, so a block costs one event (its new block) instead of two. Until
+  // then the pool's cached count (BlockPool::num_cached_blocks) lags by those marks
+  // (Scheduler::lazy_pending_cache_marks says by how many); nothing else can tell (the blocks are
   // private: no lookup finds them, and everything that frees, preempts or publishes them settles
-  // first). Off by default; the replay engine turns it on when no per-step row reads the count.
+  // first). Off by default; the replay engine turns it on with lazy steady decodes.
   bool lazy_cache_marks = false;
   // The cloned release's behaviour (core/vllm_version.h): the struct default is 0.26's;
   // make_replay_config() sets the release the user chose.
@@ -348,6 +349,10 @@ class Scheduler {
     return u;
   }
   int64_t num_lazy_members() const { return lz_num_members_; }
+  // Cache marks pending after schedule(batch) (SchedulerConfig::lazy_cache_marks): the members
+  // whose last block that schedule completed, not marked yet. BlockPool::num_cached_blocks()
+  // plus this is the count without the option. O(running).
+  int64_t lazy_pending_cache_marks(int64_t batch) const;
   // True when no member's next event is below the bound schedule() and update_from_output() use
   // to skip their scans over running (the invariant at lz_update_bound_; for tests).
   bool lazy_event_bound_holds() const {
@@ -416,6 +421,9 @@ class Scheduler {
     int8_t event_blocks = -1;
     // The schedule (a batch index) at which its stop bound makes the event -1 (lazy_predict).
     int64_t stop_batch = INT64_MAX;
+    // Lazy cache marks: the schedule that completes its last block before its next event, whose
+    // mark then waits for that event (INT64_MAX: none); pending while sc <= it.
+    int64_t mark_batch = INT64_MAX;
   };
   struct LazyDeparted {  // a former member implicitly in a pending batch
     int64_t key = 0;
