@@ -411,7 +411,11 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
         break;
     }
   }
-  if (!config_.record_timeline) return;
+  if (config_.record_timeline) emit_row(make_row(out, start_ns, duration_ns));
+}
+
+TimelineRow ReplicaEngine::make_row(const SchedulerOutput& out, int64_t start_ns,
+                                    int64_t duration_ns) const {
   const KVCacheManager& kv = sched_.kv_cache_manager();
   TimelineRow row;
   row.step = out.step_index;
@@ -425,14 +429,23 @@ void ReplicaEngine::log_row(const SchedulerOutput& out, int64_t start_ns, int64_
   row.decode_tokens = out.num_decode_tokens;
   row.free_blocks = kv.num_free_blocks();
   row.used_blocks = used_blocks();
-  row.cached_blocks =
-      kv.block_pool().num_cached_blocks() + sched_.lazy_pending_cache_marks(out.step_index);
+  row.cached_blocks = cached_blocks(out);
   row.padding_tokens = kv.padding_tokens();
-  row.preemptions = preempted;
+  row.preemptions = static_cast<int32_t>(out.preempted_req_ids.size());
   row.admission_stop = out.admission_stop;
   row.swap_out_blocks = static_cast<int32_t>(out.swap_out.size());
   row.swap_in_blocks = static_cast<int32_t>(out.swap_in.size());
   row.host_slots_used = sched_.num_used_host_slots();
+  return row;
+}
+
+// The pool's cached blocks as the eager marks would leave them after out's schedule.
+int64_t ReplicaEngine::cached_blocks(const SchedulerOutput& out) const {
+  return sched_.kv_cache_manager().block_pool().num_cached_blocks() +
+         sched_.lazy_pending_cache_marks(out.step_index);
+}
+
+void ReplicaEngine::emit_row(const TimelineRow& row) {
   if (timeline_sink_ != nullptr) {
     timeline_sink_->add(row);
     return;
@@ -596,6 +609,25 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
   ReplaySummary& sum = summary_;
   int64_t done = 0;
   int64_t implicit = 0;
+  // The timeline row of the run's first step; the later ones change only in the columns a quiet
+  // step moves (log_row of a quiet step adds nothing else to the summary: nothing preempted,
+  // nothing waiting).
+  TimelineRow row;
+  auto quiet_row = [&](const SchedulerOutput& out, int64_t start, int64_t dt) {
+    if (done == 1) {
+      row = make_row(out, start, dt);
+    } else {
+      const KVCacheManager& kv = sched_.kv_cache_manager();
+      row.step = out.step_index;
+      row.time_ns = start;
+      row.duration_ns = dt;
+      row.used_blocks = used_blocks();
+      row.free_blocks = kv.num_free_blocks();
+      row.cached_blocks = cached_blocks(out);
+      row.padding_tokens = kv.padding_tokens();
+    }
+    emit_row(row);
+  };
   do {
     const SchedulerOutput* out = sched_.quiet_run_step();
     if (out == nullptr) break;
@@ -612,13 +644,13 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
     if (async) {
       sum.async_ahead_blocks += out->implicit_new_blocks;
       const int64_t start = std::max(t_, gpu_free_ns_);
-      if (timeline) log_row(*out, start, dt);
+      if (timeline) quiet_row(*out, start, dt);
       gpu_free_ns_ = batch_end(start, dt);
       end_ns_[static_cast<size_t>(out->step_index % 2)] = gpu_free_ns_;
       // The update was of the batch before.
       t_ = std::max(t_, end_ns_[static_cast<size_t>((out->step_index - 1) % 2)]);
     } else {
-      if (timeline) log_row(*out, t_, dt);
+      if (timeline) quiet_row(*out, t_, dt);
       advance_clock(dt);
     }
   } while (done < max_steps && t_ < stop_ns);

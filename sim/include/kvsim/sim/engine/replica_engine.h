@@ -154,6 +154,9 @@ class ReplicaEngine {
   bool after_update(const SchedulerOutput& out);  // true when a request finished
   void finish_record(size_t id);                  // a request that stopped: record, latency
   void log_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns);
+  TimelineRow make_row(const SchedulerOutput& out, int64_t start_ns, int64_t duration_ns) const;
+  int64_t cached_blocks(const SchedulerOutput& out) const;  // a row's cached_blocks
+  void emit_row(const TimelineRow& row);                    // to the sink, or kept
   void catch_up_record(size_t id);  // the scheduler's unreported implicit decodes of a request
   void add_unreported(size_t id, const Scheduler::UnreportedTokens& u);
   int64_t account_swaps(const SchedulerOutput& out);  // returns the transfer time (ns)

@@ -360,7 +360,8 @@ class Scheduler {
                        [this](int64_t u) { return u >= lz_update_bound_; });
   }
   // Tests: while the quiet-run agenda is valid, it lists every member exactly once, under the
-  // step of its next schedule event, and its mask marks exactly the non-empty steps.
+  // step of its next schedule event, its mask marks exactly the non-empty steps, and it counts
+  // the pending cache marks of every row it covers.
   bool lazy_agenda_holds() const;
   // Settles every member and hands each request's unreported tokens to f(request_id, tokens)
   // (a replay that stops with requests still in flight).
@@ -450,6 +451,10 @@ class Scheduler {
   // lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_ is
   // set iff list k is not empty. Never built when a prediction falls outside the window.
   static constexpr int64_t kAgendaSteps = 64;
+  // While the agenda is valid, the cache marks pending after each schedule from the one before
+  // step_ on (lazy_pending_cache_marks), by batch % kAgendaSteps: a member's pending mark is at
+  // the schedule before its next event, so it is counted when it goes under that event's list.
+  std::array<int32_t, kAgendaSteps> agenda_marks_{};
   std::array<int32_t, kAgendaSteps> agenda_head_{};  // first running index, -1: empty
   std::vector<int32_t> agenda_next_;                 // by running index: the next in its list
   uint64_t agenda_mask_ = 0;
