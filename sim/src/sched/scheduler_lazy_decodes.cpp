@@ -251,7 +251,8 @@ int64_t Scheduler::lazy_pending_cache_marks(int64_t batch) const {
   int64_t n = 0;
   // A pending mark's member has its next event at the next schedule: with the quiet-run agenda
   // valid there, its count (agenda_marks_).
-  if (agenda_step_ == batch + 1 && step_ == batch + 1 && agenda_update_ == first_pending_step_) {
+  if (lz_count_marks_ && agenda_step_ == batch + 1 && step_ == batch + 1 &&
+      agenda_update_ == first_pending_step_) {
     return agenda_marks_[static_cast<size_t>(batch % kAgendaSteps)];
   }
   for (const LazyRunning& l : lz_) n += pending(l);
@@ -337,7 +338,9 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   const auto implicit = static_cast<int32_t>(running_.size());
   int32_t event_decodes = 0;
   // The marks counted for the row before this step were read (its slot is reused 64 on).
-  agenda_marks_[static_cast<size_t>((batch + kAgendaSteps - 1) % kAgendaSteps)] = 0;
+  if (lz_count_marks_) {
+    agenda_marks_[static_cast<size_t>((batch + kAgendaSteps - 1) % kAgendaSteps)] = 0;
+  }
   if (events) {
     lz_update_bound_ = INT64_MAX;
     const size_t slot_now = static_cast<size_t>(batch % kAgendaSteps);
@@ -357,13 +360,7 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
         agenda = false;
         continue;
       }
-      const auto list = static_cast<size_t>(next % kAgendaSteps);
-      agenda_next_[i] = agenda_head_[list];
-      agenda_head_[list] = static_cast<int32_t>(i);
-      agenda_mask_ |= uint64_t{1} << list;
-      if (lz_[i].mark_batch == next - 1) {
-        ++agenda_marks_[static_cast<size_t>((next - 1) % kAgendaSteps)];
-      }
+      agenda_push(i, next);
     }
     if (passed_min != INT64_MAX) {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
@@ -393,20 +390,24 @@ bool Scheduler::agenda_build(int64_t batch) {
   agenda_next_.resize(n);
   agenda_head_.fill(-1);
   agenda_mask_ = 0;
-  agenda_marks_.fill(0);
+  if (lz_count_marks_) agenda_marks_.fill(0);
   // From the back, so that each list starts in running order.
   for (size_t k = n; k-- > 0;) {
     const int64_t next = next_sched[k];
     if (next < batch || next >= batch + kAgendaSteps) return false;
-    const auto slot = static_cast<size_t>(next % kAgendaSteps);
-    agenda_next_[k] = agenda_head_[slot];
-    agenda_head_[slot] = static_cast<int32_t>(k);
-    agenda_mask_ |= uint64_t{1} << slot;
-    if (lz_[k].mark_batch == next - 1) {
-      ++agenda_marks_[static_cast<size_t>((next - 1) % kAgendaSteps)];
-    }
+    agenda_push(k, next);
   }
   return true;
+}
+
+void Scheduler::agenda_push(size_t i, int64_t next) {
+  const auto slot = static_cast<size_t>(next % kAgendaSteps);
+  agenda_next_[i] = agenda_head_[slot];
+  agenda_head_[slot] = static_cast<int32_t>(i);
+  agenda_mask_ |= uint64_t{1} << slot;
+  if (lz_count_marks_ && lz_[i].mark_batch == next - 1) {
+    ++agenda_marks_[static_cast<size_t>((next - 1) % kAgendaSteps)];
+  }
 }
 
 bool Scheduler::agenda_quiet_events(int64_t batch, int64_t& passed_min) {
@@ -463,7 +464,7 @@ bool Scheduler::lazy_agenda_holds() const {
   }
   // agenda_marks_: for each row from the last schedule's on, the members whose pending mark is
   // at it (their next event the schedule after it).
-  for (int64_t row = step_ - 1; row < step_ - 1 + kAgendaSteps; ++row) {
+  for (int64_t row = step_ - 1; lz_count_marks_ && row < step_ - 1 + kAgendaSteps; ++row) {
     int32_t expect = 0;
     for (size_t k = 0; k < n; ++k) {
       expect += static_cast<int32_t>(lz_[k].mark_batch == row && lz_next_sched_[k] == row + 1);

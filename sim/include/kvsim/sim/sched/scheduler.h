@@ -112,6 +112,9 @@ struct SchedulerConfig {
   // private: no lookup finds them, and everything that frees, preempts or publishes them settles
   // first). Off by default; the replay engine turns it on with lazy steady decodes.
   bool lazy_cache_marks = false;
+  // Speed only: whether lazy_pending_cache_marks() is asked every step (a timeline is recorded),
+  // so that quiet runs keep its counts as they go; otherwise each call counts (O(running)).
+  bool count_pending_cache_marks = true;
   // The cloned release's behaviour (core/vllm_version.h): the struct default is 0.26's;
   // make_replay_config() sets the release the user chose.
   VllmBehavior behavior = {};
@@ -432,6 +435,7 @@ class Scheduler {
   };
   bool lazy_ = false;
   bool lz_cache_marks_ = false;  // SchedulerConfig::lazy_cache_marks, in effect (sync lazy runs)
+  bool lz_count_marks_ = false;  // ... with count_pending_cache_marks: agenda_marks_ kept
   int64_t lz_sched_done_ = 0;    // schedule() calls completed
   int64_t lz_upd_done_ = 0;      // update_from_output() calls completed
   int64_t lz_next_key_ = 0;
@@ -451,9 +455,10 @@ class Scheduler {
   // lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_ is
   // set iff list k is not empty. Never built when a prediction falls outside the window.
   static constexpr int64_t kAgendaSteps = 64;
-  // While the agenda is valid, the cache marks pending after each schedule from the one before
-  // step_ on (lazy_pending_cache_marks), by batch % kAgendaSteps: a member's pending mark is at
-  // the schedule before its next event, so it is counted when it goes under that event's list.
+  // With lz_count_marks_, while the agenda is valid: the cache marks pending after each schedule
+  // from the one before step_ on (lazy_pending_cache_marks), by batch % kAgendaSteps: a member's
+  // pending mark is at the schedule before its next event, so it is counted when it goes under that
+  // event's list.
   std::array<int32_t, kAgendaSteps> agenda_marks_{};
   std::array<int32_t, kAgendaSteps> agenda_head_{};  // first running index, -1: empty
   std::vector<int32_t> agenda_next_;                 // by running index: the next in its list
@@ -463,6 +468,9 @@ class Scheduler {
   // Builds the agenda from lz_next_sched_ at `batch`; false (nothing valid) when an event lies
   // outside [batch, batch + kAgendaSteps).
   bool agenda_build(int64_t batch);
+  // Puts running index i at the head of the list of step `next` (in the agenda's range), with
+  // its pending cache mark if that is at the step before.
+  void agenda_push(size_t i, int64_t next);
   // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
   // passed_min and result, changing nothing.
   bool agenda_quiet_events(int64_t batch, int64_t& passed_min);
