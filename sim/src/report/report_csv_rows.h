@@ -51,38 +51,60 @@ inline void flush_csv(std::ostream& os, fmt::memory_buffer& buf, bool force = fa
   buf.clear();
 }
 
-// "00" .. "99": two digits per lookup.
-inline constexpr char kDigitPairs[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-inline char* put_pair(char* p, uint32_t v) {  // v < 100, always two digits
-  std::memcpy(p, kDigitPairs + 2 * v, 2);
-  return p + 2;
-}
+// The decimal text of every v < 10000, looked up instead of computed (issue 27: a timeline row
+// reformats five or six such counts, at about 25 instructions each with digit arithmetic):
+// text_len[v] holds the digits in its low bytes, first character first in memory (the 4-byte
+// store below writes them), and the length in its top byte; padded[v] holds the four digits with
+// leading zeros (put_seconds' fraction). 120 KB, built at compile time.
+struct SmallDecimals {
+  uint64_t text_len[10000];
+  uint32_t padded[10000];
+};
+inline constexpr SmallDecimals kSmallDecimals = [] {
+  SmallDecimals t{};
+  for (uint32_t v = 0; v < 10000; ++v) {
+    const uint32_t digits[4] = {v / 1000, v / 100 % 10, v / 10 % 10, v % 10};
+    const int len =
+        1 + static_cast<int>(v >= 10) + static_cast<int>(v >= 100) + static_cast<int>(v >= 1000);
+    uint64_t text = 0;
+    uint32_t padded = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t c = '0' + digits[i];
+      // Byte k of the stored value is the k-th character (little-endian; see put_int).
+      padded |= c << (8 * i);
+      if (i >= 4 - len) text |= uint64_t{c} << (8 * (i - (4 - len)));
+    }
+    t.text_len[v] = text | uint64_t(len) << 56;
+    t.padded[v] = padded;
+  }
+  return t;
+}();
 
-// fmt's "{}" of an integer. Per-step rows are mostly counts below 10000: those are written
-// without a branch on their length (branches on the length mispredict on varied counts: 64 ns a
-// timeline row with them, 50 without; issue 27) as four digits of which the leading zeros are
-// shifted out, stored as one 4-byte word (up to 3 bytes past the number, inside begin_row's
-// kMaxCsvRow); larger and negative values go to std::to_chars.
+// fmt's "{}" of an integer. Values below 10000 (most per-step counts) are one table load and one
+// 4-byte store (up to 3 bytes past the number, inside begin_row's kMaxCsvRow); larger and
+// negative values go to std::to_chars.
 inline char* put_int(char* p, int64_t v) {
   if constexpr (std::endian::native == std::endian::little) {
     if (static_cast<uint64_t>(v) < 10000) {
-      const auto u = static_cast<uint32_t>(v);
-      uint16_t hi = 0;
-      uint16_t lo = 0;
-      std::memcpy(&hi, kDigitPairs + 2 * (u / 100), 2);
-      std::memcpy(&lo, kDigitPairs + 2 * (u % 100), 2);
-      const int n =
-          1 + static_cast<int>(u >= 10) + static_cast<int>(u >= 100) + static_cast<int>(u >= 1000);
-      // The first character is the lowest byte.
-      const uint32_t w = (uint32_t{hi} | uint32_t{lo} << 16) >> (8 * (4 - n));
-      std::memcpy(p, &w, 4);
-      return p + n;
+      const uint64_t e = kSmallDecimals.text_len[static_cast<size_t>(v)];
+      const auto text = static_cast<uint32_t>(e);
+      std::memcpy(p, &text, 4);
+      return p + (e >> 56);
     }
   }
   return std::to_chars(p, p + 21, v).ptr;
+}
+// Four digits of v < 10000 with leading zeros.
+inline char* put_padded4(char* p, uint32_t v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(p, &kSmallDecimals.padded[v], 4);
+  } else {
+    p[0] = static_cast<char>('0' + v / 1000);
+    p[1] = static_cast<char>('0' + v / 100 % 10);
+    p[2] = static_cast<char>('0' + v / 10 % 10);
+    p[3] = static_cast<char>('0' + v % 10);
+  }
+  return p + 4;
 }
 inline char* put_text(char* p, std::string_view s) {
   if (s.empty()) return p;  // an empty view's data() may be null, which memcpy must not get
@@ -95,13 +117,10 @@ inline char* put_seconds(char* p, int64_t ns) {
   p = put_int(p, ns / 1'000'000'000);
   *p++ = '.';
   const auto frac = static_cast<uint32_t>(ns % 1'000'000'000);
-  const uint32_t hi = frac / 100'000;  // the first 4 of the 9 digits
-  const uint32_t lo = frac % 100'000;  // the last 5
-  p = put_pair(p, hi / 100);
-  p = put_pair(p, hi % 100);
-  *p++ = static_cast<char>('0' + lo / 10'000);
-  p = put_pair(p, lo / 100 % 100);
-  return put_pair(p, lo % 100);
+  const uint32_t rest = frac % 100'000'000;  // the last 8 of the 9 digits
+  *p++ = static_cast<char>('0' + frac / 100'000'000);
+  p = put_padded4(p, rest / 10'000);
+  return put_padded4(p, rest % 10'000);
 }
 
 // Timeline rows, '\n'-terminated, at p (begin_row). Consecutive steps differ in a few counts

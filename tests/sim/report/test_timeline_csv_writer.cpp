@@ -164,6 +164,29 @@ TEST(TimelineCsvWriter, FieldsAreFmtsDecimalText) {
   ASSERT_EQ(got.substr(got.find('\n') + 1), want);
 }
 
+// Every count below 10000 (the formatter's table) and around it, and fractions of a second with
+// every leading digit and every run of zeros, against fmt.
+TEST(TimelineCsvWriter, EverySmallCountAndFractionIsFmtsText) {
+  std::vector<TimelineRow> rows;
+  std::string want;
+  for (int64_t v = -3; v < 10'050; ++v) {
+    TimelineRow r;
+    r.step = v * 3;  // not consecutive: formatted, not incremented
+    r.running = static_cast<int32_t>(v);
+    r.used_blocks = static_cast<int32_t>(10'049 - v);
+    r.padding_tokens = v * 7;
+    // Fractions 0.000000000 .. 0.999999999 in uneven strides, and whole seconds up to 10^5.
+    r.time_ns = v * 99'990'001 + v % 10 * 1'000'000'000;
+    r.duration_ns = (v * 100'003) % 1'000'000'000;
+    rows.push_back(r);
+    want += fmt_row(r);
+  }
+  std::ostringstream os;
+  write_timeline_csv(os, rows);
+  const std::string got = os.str();
+  ASSERT_EQ(got.substr(got.find('\n') + 1), want);
+}
+
 // Rows as a replay logs them: steps one apart across every carry (9 -> 10 ... INT64_MAX), most
 // fields repeating the previous row's value, the rest changing now and then (the formatter
 // reuses a field's text while its value stays; it must never print a stale one), and jumps back
