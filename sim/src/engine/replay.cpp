@@ -54,6 +54,7 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
   ReplayRequests requests = make_replay_requests(trace);
   ReplicaEngine engine(config, backend, step_time, requests);
   engine.set_timeline_sink(config.timeline_sink);
+  engine.reserve_requests(static_cast<int64_t>(requests.requests.size()));
   // The one-replica driver: every arrival goes to the engine before a step at or after it.
   const size_t n = requests.requests.size();
   const auto total = static_cast<int64_t>(n);
@@ -100,6 +101,7 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   ReplayRequests slots;
   ReplicaEngine engine(config, backend, step_time, slots);
   engine.set_timeline_sink(config.timeline_sink);
+  engine.reserve_requests(trace.num_requests());
   // Slots of requests that are done, with the scheduler's step count then: reusable once
   // Scheduler::id_reusable says no table, batch in flight or finished list names them.
   std::vector<int64_t> done_log;

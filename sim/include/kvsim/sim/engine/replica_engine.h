@@ -20,6 +20,7 @@
 // probe (cached_prefix_tokens) that changes neither the cache nor vLLM's prefix-cache counters.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -133,6 +134,11 @@ class ReplicaEngine {
   std::vector<TimelineRow>& timeline() { return timeline_; }
   // From now on, hand each timeline row to `sink` instead of holding it (null: hold them).
   void set_timeline_sink(TimelineSink* sink) { timeline_sink_ = sink; }
+  // Room for the latencies of `num_requests` finished requests (up to the collector's exact
+  // limit), so that they are not copied as they grow (a speed hint only).
+  void reserve_requests(int64_t num_requests) {
+    latency_.reserve(static_cast<size_t>(std::max<int64_t>(num_requests, 0)));
+  }
 
  private:
   bool has_work() const;
