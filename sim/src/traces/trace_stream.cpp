@@ -156,7 +156,8 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
   bool any_requests = false;
   bool any_hash_ids = false;
   // Requests kept so far, while they fit in max_held_bytes; dropped (the trace streams) beyond.
-  std::vector<std::vector<TraceRequest>> held;
+  std::vector<std::vector<HeldRequest>> held;
+  std::vector<TraceRequest> held_extras;
   bool holding = max_held_bytes > 0;
   int64_t bytes = 0;
   Trace provisional;
@@ -192,10 +193,20 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
           const size_t chunks = held.size();
           held.emplace_back().reserve(chunks < 6 ? size_t{256} << chunks : 16384);
         }
-        held.back().push_back(std::move(r));
+        HeldRequest& h = held.back().emplace_back();
+        h.arrival_ns = r.arrival_ns;
+        h.source_line = r.source_line;
+        h.input_tokens = r.input_tokens;
+        h.output_tokens = r.output_tokens;
+        h.priority = r.priority;
+        if (r.hash_ids || r.prompt_token_ids || !r.session_id.empty() || r.hash_block_size != 0) {
+          h.extra = static_cast<int32_t>(held_extras.size());
+          held_extras.push_back(std::move(r));
+        }
       } else {
         holding = false;
         held = {};
+        held_extras = {};
       }
     }
   };
@@ -214,6 +225,7 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
   if (holding) {
     s.holds_ = true;
     s.held_ = std::move(held);
+    s.held_extras_ = std::move(held_extras);
   }
   return s;
 }
@@ -234,10 +246,19 @@ int32_t TraceStream::default_max_model_len() const {
 void TraceStream::for_each(const std::function<void(TraceRequest&&)>& fn) const {
   if (holds_) {
     // Copies: for_each is const and may run more than once.
-    for (const std::vector<TraceRequest>& chunk : held_) {
-      for (const TraceRequest& r : chunk) {
-        TraceRequest copy = r;
-        fn(std::move(copy));
+    for (const std::vector<HeldRequest>& chunk : held_) {
+      for (const HeldRequest& h : chunk) {
+        TraceRequest r;
+        if (h.extra >= 0) {
+          r = held_extras_[static_cast<size_t>(h.extra)];
+        } else {
+          r.arrival_ns = h.arrival_ns;
+          r.source_line = h.source_line;
+          r.input_tokens = h.input_tokens;
+          r.output_tokens = h.output_tokens;
+          r.priority = h.priority;
+        }
+        fn(std::move(r));
       }
     }
     return;

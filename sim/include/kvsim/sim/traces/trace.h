@@ -82,6 +82,7 @@ class TraceError : public std::runtime_error {
 // if hash_ids is set, hash_block_size > 0 and hash_ids->size() covers the prompt in blocks of
 // hash_block_size tokens (the last one may be partial); if prompt_token_ids is set, its size is
 // input_tokens.
+// A new field must also be held by TraceStream (HeldRequest or the extras test in open()).
 struct TraceRequest {
   int64_t arrival_ns = 0;  // relative to the first request, exact integer nanoseconds
   int32_t input_tokens = 0;
