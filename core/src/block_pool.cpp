@@ -77,16 +77,6 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
   num_evictions_ += private_evictions;
 }
 
-BlockId BlockPool::get_new_block() {
-  if (get_num_free_blocks() == 0) [[unlikely]] {
-    throw std::logic_error("BlockPool::get_new_blocks(1): only 0 free blocks");
-  }
-  // popleft() is popleft_n(1): the head entry is live (Q4), and tombstones behind it are trimmed.
-  const BlockId b = free_block_queue_.popleft();
-  if (state_[static_cast<size_t>(b)].dup_next != kUnhashed) maybe_evict_cached_block(b);
-  return b;
-}
-
 void BlockPool::maybe_evict_cached_block(BlockId b) {
   BlockState& s = state_[static_cast<size_t>(b)];
   if (s.dup_next == kUnhashed) return;

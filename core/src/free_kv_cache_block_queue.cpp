@@ -48,17 +48,6 @@ void FreeKVCacheBlockQueue::trim_ends() {
   while (head_ != tail_ && ring_[(tail_ - 1) & mask_] == kRemoved) --tail_;
 }
 
-BlockId FreeKVCacheBlockQueue::popleft() {
-  if (num_free_blocks_ == 0) {
-    throw std::logic_error("FreeKVCacheBlockQueue::popleft: no free blocks");
-  }
-  const BlockId b = ring_[head_ & mask_];  // Q4: the head entry is live
-  ++head_;
-  --num_free_blocks_;
-  trim_ends();
-  return b;
-}
-
 void FreeKVCacheBlockQueue::popleft_n_slow(int32_t n, BlockId* dst) {
   if (n < 0 || n > num_free_blocks_) [[unlikely]] {
     throw_not_enough_free(n, num_free_blocks_);

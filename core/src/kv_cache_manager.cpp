@@ -240,8 +240,10 @@ void KVCacheManager::free(const Request& request) {
     }
     block_pool_.publish_private_blocks(st.blocks, request.block_hashes);
   }
-  free_scratch_.assign(st.blocks.rbegin(), st.blocks.rend());
-  block_pool_.free_blocks(free_scratch_);
+  // vLLM frees the table in reverse (tail blocks are evicted first); the table is dropped after
+  // this, so it is reversed in place rather than copied.
+  std::reverse(st.blocks.begin(), st.blocks.end());
+  block_pool_.free_blocks(st.blocks);
   total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());
   total_held_tokens_ -= st.held_tokens;
   --num_live_requests_;

@@ -80,7 +80,12 @@ class BlockPool {
   void get_new_blocks(int32_t n, std::vector<BlockId>& out);
   // get_new_blocks(1, out)'s block, returned: the same block, eviction and state (the decode
   // that crosses into a new block takes one; issue 27). Throws std::logic_error when none is free.
-  BlockId get_new_block();
+  BlockId get_new_block() {
+    // popleft() throws when none is free.
+    const BlockId b = free_block_queue_.popleft();
+    if (state_[static_cast<size_t>(b)].dup_next != kUnhashed) maybe_evict_cached_block(b);
+    return b;
+  }
 
   // The first-inserted block cached under `hash`, if any (vLLM: get_cached_block).
   std::optional<BlockId> get_cached_block(const BlockHash& hash) const;

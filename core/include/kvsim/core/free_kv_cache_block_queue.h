@@ -50,8 +50,21 @@ class FreeKVCacheBlockQueue {
     return p - head_ < tail_ - head_ && ring_[p & mask_] == b;
   }
 
-  // Removes and returns the head. Throws std::logic_error when empty.
-  BlockId popleft();
+  // Removes and returns the head. Throws std::logic_error when empty. (Inline: a decode that
+  // crosses into a new block pops one block.)
+  BlockId popleft() {
+    if (num_free_blocks_ == 0) [[unlikely]] {
+      throw_not_enough_free(1, 0);
+    }
+    const BlockId b = ring_[head_ & mask_];  // Q4: the head entry is live
+    ++head_;
+    --num_free_blocks_;
+    // Tombstones anywhere (rare) may now sit at the head: trim them (Q4).
+    if (tail_ - head_ != static_cast<uint32_t>(num_free_blocks_)) [[unlikely]] {
+      trim_ends();
+    }
+    return b;
+  }
   // Removes the first n blocks and appends them to `out` in head-to-tail order.
   // Throws std::logic_error when fewer than n are free.
   void popleft_n(int32_t n, std::vector<BlockId>& out) {

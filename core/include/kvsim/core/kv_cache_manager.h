@@ -444,7 +444,6 @@ class KVCacheManager {
   // admission would allocate a fresh table and every free would release one.
   std::vector<std::vector<BlockId>> spare_tables_;
   std::vector<BlockId> new_blocks_;
-  std::vector<BlockId> free_scratch_;
   PrefixCacheStats prefix_cache_stats_;
   int64_t total_table_blocks_ = 0;
   int64_t total_held_tokens_ = 0;
