@@ -41,7 +41,8 @@ What is timed:
     closing the per-step CSV included; not the VllmConfig / scheduler construction. Wall
     (time.perf_counter) and CPU (user + system of this process, resource.getrusage).
   * kvsim: the whole process (start-up, trace parsing, replay, writing the outputs): wall around
-    the subprocess and CPU from os.wait4's rusage; and the replay loop alone (the JSON report's
+    the subprocess and CPU from os.wait4's rusage; its outputs of the run before are deleted
+    first, untimed, as vLLM's CSV is truncated before its timed loop; and the replay loop alone (the JSON report's
     wall_seconds, which excludes trace parsing and writing the timeline).
 On a shared machine wall time includes waiting for a core; the CPU ratios measure the work.
 
@@ -313,6 +314,12 @@ def kvsim_replay(args, mode: str, work: Path, timeline: Path | None) -> dict:
     cmd = kvsim_args(args, mode) + ["--json", str(js)]
     if timeline is not None:
         cmd += ["--timeline", str(timeline)]
+    # The previous run's outputs go first, untimed: vLLM's side truncates its CSV before its timed
+    # loop, while kvsim replacing a 30 MB timeline would free the old file's page cache inside
+    # its own run (about 4 ms of kernel time on this project's VM).
+    for old in (js, timeline):
+        if old is not None:
+            old.unlink(missing_ok=True)
     w0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
