@@ -5,6 +5,7 @@
 #include <deque>
 #include <exception>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <ostream>
 #include <stdexcept>
@@ -193,25 +194,28 @@ char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_r
 }  // namespace detail
 
 // The second thread of kBackground: a queue of full chunks, spare chunks for reuse, and the
-// first exception the thread met.
+// first exception the thread met. A chunk is kRowsPerChunk rows allocated once; add() writes the
+// next row through a cursor (one copy and one compare a row, no vector bookkeeping).
 class TimelineCsvWriter::Background {
  public:
   explicit Background(TimelineCsvWriter& w) : writer_(w) {
     for (size_t i = 0; i < kChunksInFlight + 1; ++i) {
-      spare_.emplace_back().reserve(kRowsPerChunk);
+      spare_.push_back(Chunk{std::make_unique_for_overwrite<TimelineRow[]>(kRowsPerChunk), 0});
     }
-    filling_ = take_spare_locked();
+    start_filling_locked();
     thread_ = std::thread([this] { run(); });
   }
   ~Background() { stop(/*drain=*/false); }
 
   void add(const TimelineRow& row) {
-    filling_.push_back(row);
-    if (filling_.size() == kRowsPerChunk) hand_over();
+    *next_++ = row;
+    if (next_ == end_) [[unlikely]] {
+      hand_over();
+    }
   }
   // Writes every row handed over and the partial chunk, then stops the thread.
   void finish() {
-    if (!filling_.empty()) hand_over();
+    if (next_ != filling_.rows.get()) hand_over();
     stop(/*drain=*/true);
     rethrow();
   }
@@ -221,21 +225,33 @@ class TimelineCsvWriter::Background {
   }
 
  private:
-  std::vector<TimelineRow> take_spare_locked() {
-    std::vector<TimelineRow> c = std::move(spare_.back());
+  struct Chunk {
+    std::unique_ptr<TimelineRow[]> rows;
+    size_t size = 0;  // rows filled
+  };
+  void start_filling_locked() {
+    filling_ = std::move(spare_.back());
     spare_.pop_back();
-    return c;
+    next_ = filling_.rows.get();
+    end_ = next_ + kRowsPerChunk;
   }
   void hand_over() {
     std::unique_lock lock(mutex_);
-    if (error_) std::rethrow_exception(error_);
+    if (error_) park_and_rethrow();
+    filling_.size = static_cast<size_t>(next_ - filling_.rows.get());
     full_.push_back(std::move(filling_));
     cv_.notify_all();
     // Back-pressure: wait for a spare chunk (the thread returns one per chunk written).
     cv_.wait(lock, [this] { return !spare_.empty() || error_; });
-    if (error_) std::rethrow_exception(error_);
-    filling_ = take_spare_locked();
-    filling_.clear();
+    if (error_) park_and_rethrow();
+    start_filling_locked();
+  }
+  // After the thread failed: rows added later (a caller that goes on) land in parked_ and come
+  // back to hand_over, which rethrows again; no chunk is written to any more.
+  [[noreturn]] void park_and_rethrow() {
+    next_ = &parked_;
+    end_ = &parked_ + 1;
+    std::rethrow_exception(error_);
   }
   void stop(bool drain) {
     {
@@ -252,12 +268,13 @@ class TimelineCsvWriter::Background {
     while (true) {
       cv_.wait(lock, [this] { return !full_.empty() || stopping_; });
       if (full_.empty() || (stopping_ && !drain_)) return;  // stopped and drained, or dropped
-      std::vector<TimelineRow> chunk = std::move(full_.front());
+      Chunk chunk = std::move(full_.front());
       full_.pop_front();
       lock.unlock();
       try {
         TimelineCsvWriter& writer = writer_;  // read once, not from this object every row
-        for (const TimelineRow& r : chunk) writer.format(r);
+        const TimelineRow* const rows = chunk.rows.get();
+        for (size_t i = 0; i < chunk.size; ++i) writer.format(rows[i]);
       } catch (...) {
         lock.lock();
         error_ = std::current_exception();
@@ -272,13 +289,16 @@ class TimelineCsvWriter::Background {
   }
 
   TimelineCsvWriter& writer_;
-  // The replay thread's, on a cache line of its own: add() moves its end every row, and the
+  // The replay thread's, on a cache line of its own: add() moves next_ every row, and the
   // thread reading a neighbour (writer_) would make every row a cache miss on both sides.
-  alignas(64) std::vector<TimelineRow> filling_;
+  alignas(64) TimelineRow* next_ = nullptr;
+  TimelineRow* end_ = nullptr;
+  Chunk filling_;
+  TimelineRow parked_;
   alignas(64) std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::vector<TimelineRow>> full_;
-  std::vector<std::vector<TimelineRow>> spare_;
+  std::deque<Chunk> full_;
+  std::vector<Chunk> spare_;
   std::exception_ptr error_;
   bool stopping_ = false;
   bool drain_ = false;

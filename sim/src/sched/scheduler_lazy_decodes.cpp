@@ -243,19 +243,11 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   return true;
 }
 
-int64_t Scheduler::lazy_pending_cache_marks(int64_t batch) const {
-  if (!lz_cache_marks_) return 0;
-  auto pending = [batch](const LazyRunning& l) {
-    return static_cast<int64_t>(l.member && l.mark_batch == batch && l.sc <= batch);
-  };
+int64_t Scheduler::lazy_count_pending_cache_marks(int64_t batch) const {
   int64_t n = 0;
-  // A pending mark's member has its next event at the next schedule: with the quiet-run agenda
-  // valid there, its count (agenda_marks_).
-  if (lz_count_marks_ && agenda_step_ == batch + 1 && step_ == batch + 1 &&
-      agenda_update_ == first_pending_step_) {
-    return agenda_marks_[static_cast<size_t>(batch % kAgendaSteps)];
+  for (const LazyRunning& l : lz_) {
+    n += static_cast<int64_t>(l.member && l.mark_batch == batch && l.sc <= batch);
   }
-  for (const LazyRunning& l : lz_) n += pending(l);
   return n;
 }
 
