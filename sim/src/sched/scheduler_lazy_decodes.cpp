@@ -258,7 +258,8 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
   const int64_t* const next_sched = lz_next_sched_.data();
   const LazyRunning* const lz = lz_.data();
   const size_t n = running_.size();
-  lz_quiet_events_.clear();
+  uint32_t* const events = lz_quiet_buffer();
+  size_t count = 0;
   int64_t blocks = 0;
   bool stays = true;
   int64_t least = INT64_MAX;
@@ -267,10 +268,11 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
       least = std::min(least, next_sched[i]);
       continue;
     }
-    lz_quiet_events_.push_back(static_cast<uint32_t>(i));
+    events[count++] = static_cast<uint32_t>(i);
     stays &= lz[i].event_blocks >= 0;
     blocks += lz[i].event_blocks;
   }
+  lz_quiet_count_ = count;
   passed_min = least;
   return stays && blocks <= kv_.num_free_blocks();
 }
@@ -341,7 +343,9 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
       agenda_head_[slot_now] = -1;
       agenda_mask_ &= ~(uint64_t{1} << slot_now);
     }
-    for (const uint32_t i : lz_quiet_events_) {
+    const uint32_t* const events = lz_quiet_events_.data();
+    for (size_t k = 0; k < lz_quiet_count_; ++k) {
+      const uint32_t i = events[k];
       if (!lazy_light_event(i, batch)) {
         lazy_quiet_event(i);
         ++event_decodes;  // its token is held by the event's allocation
@@ -403,23 +407,29 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
 }
 
 bool Scheduler::agenda_quiet_events(int64_t batch, int64_t& passed_min) {
-  const auto slot = static_cast<size_t>(batch % kAgendaSteps);
-  lz_quiet_events_.clear();
+  // batch >= 0: the slot without signed-modulo fix-ups.
+  static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
+  const auto slot = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
+  // Locals: the stores into the list could alias the members as far as the compiler knows.
+  uint32_t* const e = lz_quiet_buffer();
+  const int32_t* const next = agenda_next_.data();
+  const LazyRunning* const lz = lz_.data();
+  size_t count = 0;
   int64_t blocks = 0;
   bool stays = true;
-  for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
-    lz_quiet_events_.push_back(static_cast<uint32_t>(i));
-    const int32_t event_blocks = lz_[static_cast<size_t>(i)].event_blocks;
+  for (int32_t i = agenda_head_[slot]; i >= 0; i = next[static_cast<size_t>(i)]) {
+    e[count++] = static_cast<uint32_t>(i);
+    const int32_t event_blocks = lz[static_cast<size_t>(i)].event_blocks;
     stays &= event_blocks >= 0;
     blocks += event_blocks;
   }
+  lz_quiet_count_ = count;
   // Running order, as the pass over every member lists them. A step's list is short (one or two
   // members, pushed in reverse): an insertion sort, without std::sort's set-up; long ones sort.
-  if (lz_quiet_events_.size() > 16) {
-    std::sort(lz_quiet_events_.begin(), lz_quiet_events_.end());
+  if (count > 16) {
+    std::sort(e, e + count);
   } else {
-    uint32_t* const e = lz_quiet_events_.data();
-    for (size_t k = 1; k < lz_quiet_events_.size(); ++k) {
+    for (size_t k = 1; k < count; ++k) {
       const uint32_t v = e[k];
       size_t m = k;
       for (; m > 0 && e[m - 1] > v; --m) e[m] = e[m - 1];

@@ -457,7 +457,15 @@ class Scheduler {
   // A member's next schedule event (a batch index); INT64_MIN for a non-member, so the RUNNING
   // loop's one test sends it down the general path.
   std::vector<int64_t> lz_next_sched_;
-  std::vector<uint32_t> lz_quiet_events_;  // lazy_quiet_events(): running indices
+  // The members with an event in the quiet step at hand (running indices, running order): the
+  // first lz_quiet_count_ entries. Sized to at least running_.size() before it is filled (a
+  // member is listed once), so the fill writes through a pointer with no capacity checks.
+  std::vector<uint32_t> lz_quiet_events_;
+  size_t lz_quiet_count_ = 0;
+  uint32_t* lz_quiet_buffer() {
+    if (lz_quiet_events_.size() < running_.size()) lz_quiet_events_.resize(running_.size());
+    return lz_quiet_events_.data();
+  }
   // Quiet runs' agenda (quiet_run_step): the members by the step of their next schedule event,
   // one list per step modulo kAgendaSteps, so that a quiet step finds its events without a pass
   // over every member. Built by the first quiet step of a run that has events, from that step's
