@@ -83,7 +83,17 @@ class BlockPool {
   BlockId get_new_block() {
     // popleft() throws when none is free.
     const BlockId b = free_block_queue_.popleft();
-    if (state_[static_cast<size_t>(b)].dup_next != kUnhashed) maybe_evict_cached_block(b);
+    BlockState& s = state_[static_cast<size_t>(b)];
+    if (s.dup_next != kUnhashed) {
+      if (s.dup_next <= kPrivate) {
+        // A private block (most of what a replay's decodes reuse): in no map, no chain.
+        s.dup_next = kUnhashed;
+        --num_cached_blocks_;
+        ++num_evictions_;
+      } else {
+        maybe_evict_cached_block(b);
+      }
+    }
     return b;
   }
 
