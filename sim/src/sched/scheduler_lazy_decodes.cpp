@@ -219,6 +219,10 @@ void Scheduler::lazy_quiet_event(size_t i) {
 }
 
 bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
+  return lazy_light_event_body(i, batch);
+}
+
+[[gnu::always_inline]] inline bool Scheduler::lazy_light_event_body(size_t i, int64_t batch) {
   LazyRunning& l = lz_[i];
   // Sync with eager cache marks: a cached-block event comes between two new-block events.
   if (l.event_blocks != 1 ||
@@ -346,7 +350,7 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
     const uint32_t* const events = lz_quiet_events_.data();
     for (size_t k = 0; k < lz_quiet_count_; ++k) {
       const uint32_t i = events[k];
-      if (!lazy_light_event(i, batch)) {
+      if (!lazy_light_event_body(i, batch)) {
         lazy_quiet_event(i);
         ++event_decodes;  // its token is held by the event's allocation
       }

@@ -116,7 +116,18 @@ class BlockPool {
   // The same before the hashes are known (Request::num_deferred_block_hashes): block_hash()
   // is nullopt for such a block until it is published with its hash.
   void cache_private_blocks(std::span<const BlockId> blocks) {
-    for (const BlockId b : blocks) cache_private_block(b);
+    if (!enable_caching_) return;
+    // cache_private_block for each, the count kept in a local (a prompt's blocks: one pass with
+    // a store a block).
+    BlockState* const state = state_.data();
+    int64_t marked = 0;
+    for (const BlockId b : blocks) {
+      BlockState& s = state[static_cast<size_t>(b)];
+      if (b == kNullBlockId || s.dup_next != kUnhashed) continue;
+      s.dup_next = kPrivateNoHash;
+      ++marked;
+    }
+    num_cached_blocks_ += marked;
   }
   // One block of the above (inline: a decode completes one block at a time).
   void cache_private_block(BlockId b) {

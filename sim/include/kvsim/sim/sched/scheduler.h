@@ -552,6 +552,8 @@ class Scheduler {
   // whichever comes first (what lazy_predict would find). False, changing nothing, when the
   // event needs lazy_quiet_event() (another kind, or a table that is not in that case).
   bool lazy_light_event(size_t running_index, int64_t batch);
+  // Its body, inlined into the quiet steps' event loop (scheduler_lazy_decodes.cpp only).
+  bool lazy_light_event_body(size_t running_index, int64_t batch);
   // Async: the tokens in flight already reach max_tokens, so another step would be wasted
   // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
   static bool in_flight_reaches_max_tokens(const Request& r) {
