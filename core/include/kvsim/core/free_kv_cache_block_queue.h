@@ -343,11 +343,13 @@ bool FreeKVCacheBlockQueue::append_n_if_all(std::span<const BlockId> blocks, Kee
   const auto k = static_cast<uint32_t>(blocks.size());
   const uint32_t head = head_;
   const uint32_t tail = tail_;
+  // Locals: the stores could alias the members as far as the compiler knows.
   BlockId* const ring = ring_.data();
   uint32_t* const pos = pos_.data();
   const BlockId* const ids = blocks.data();
   const uint32_t mask = mask_;
-  for (uint32_t i = 0; i < k; ++i) {
+  // blocks[i] to ring slot `slot` (its logical position tail + i); false on a refusal.
+  auto one = [&](uint32_t i, BlockId* slot) {
     const BlockId b = ids[i];
     const uint32_t p = pos[static_cast<size_t>(b)];
     if (p - head < tail + i - head) [[unlikely]] {
@@ -356,9 +358,30 @@ bool FreeKVCacheBlockQueue::append_n_if_all(std::span<const BlockId> blocks, Kee
     if (!keep(b)) [[unlikely]] {
       return false;
     }
-    ring[(tail + i) & mask] = b;
+    *slot = b;
     pos[static_cast<size_t>(b)] = tail + i;
-  }
+    return true;
+  };
+  // blocks[from, to) to the ring slots from dst on (no wrap inside a run), four per step
+  // (unrolled by hand: the loop has an exit per block, which GCC's unroller skips).
+  auto run = [&](uint32_t from, uint32_t to, BlockId* dst) {
+    uint32_t i = from;
+    for (; to - i >= 4; i += 4, dst += 4) {
+      if (!one(i, dst) || !one(i + 1, dst + 1) || !one(i + 2, dst + 2) || !one(i + 3, dst + 3))
+          [[unlikely]] {
+        return false;
+      }
+    }
+    for (; i < to; ++i, ++dst) {
+      if (!one(i, dst)) [[unlikely]] {
+        return false;
+      }
+    }
+    return true;
+  };
+  const uint32_t start = tail & mask;
+  const uint32_t first_run = std::min(k, mask + 1 - start);
+  if (!run(0, first_run, ring + start) || !run(first_run, k, ring)) return false;
   tail_ = tail + k;
   num_free_blocks_ += static_cast<int32_t>(k);
   return true;
