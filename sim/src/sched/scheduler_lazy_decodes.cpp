@@ -410,7 +410,9 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
   }
 }
 
-bool Scheduler::agenda_quiet_events(int64_t batch, int64_t& passed_min) {
+// Inline: its one caller is quiet_run_step, every step with events.
+[[gnu::always_inline]] inline bool Scheduler::agenda_quiet_events(int64_t batch,
+                                                                  int64_t& passed_min) {
   // batch >= 0: the slot without signed-modulo fix-ups.
   static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
   const auto slot = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));

@@ -493,7 +493,7 @@ class Scheduler {
   void agenda_push(size_t i, int64_t next);
   // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
   // passed_min and result, changing nothing.
-  bool agenda_quiet_events(int64_t batch, int64_t& passed_min);
+  bool agenda_quiet_events(int64_t batch, int64_t& passed_min);  // quiet_run_step only
   // outputs_[k] was written by a quiet step and by nothing since but its quiet update: every
   // field but new_block_ids and the quiet step's scalars is as clear() leaves it.
   std::array<bool, 2> lz_quiet_output_{};
