@@ -98,7 +98,7 @@ TEST(TimelineCsvWriter, RowByRowEqualsTheHeldWriterAcrossManyFlushes) {
   EXPECT_EQ(empty.str(), empty_held.str());
 }
 
-// The row formatter (digit pairs for small values, std::to_chars beyond) against fmt's "{}" and
+// The row formatter (a table for small values, std::to_chars beyond) against fmt's "{}" and
 // format_seconds, field by field, over every width and sign.
 std::string fmt_row(const TimelineRow& r) {
   return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.step,
@@ -107,6 +107,14 @@ std::string fmt_row(const TimelineRow& r) {
                      r.used_blocks, r.free_blocks, r.cached_blocks, r.padding_tokens, r.preemptions,
                      to_string(r.admission_stop), r.swap_out_blocks, r.swap_in_blocks,
                      r.host_slots_used);
+}
+
+// write_timeline_csv's text of `rows`, the header left out.
+std::string written_rows(const std::vector<TimelineRow>& rows) {
+  std::ostringstream os;
+  write_timeline_csv(os, rows);
+  const std::string got = os.str();
+  return got.substr(got.find('\n') + 1);
 }
 
 TEST(TimelineCsvWriter, FieldsAreFmtsDecimalText) {
@@ -158,10 +166,7 @@ TEST(TimelineCsvWriter, FieldsAreFmtsDecimalText) {
     rows.push_back(r);
     want += fmt_row(r);
   }
-  std::ostringstream os;
-  write_timeline_csv(os, rows);
-  const std::string got = os.str();
-  ASSERT_EQ(got.substr(got.find('\n') + 1), want);
+  ASSERT_EQ(written_rows(rows), want);
 }
 
 // Every count below 10000 (the formatter's table) and around it, and fractions of a second with
@@ -181,10 +186,7 @@ TEST(TimelineCsvWriter, EverySmallCountAndFractionIsFmtsText) {
     rows.push_back(r);
     want += fmt_row(r);
   }
-  std::ostringstream os;
-  write_timeline_csv(os, rows);
-  const std::string got = os.str();
-  ASSERT_EQ(got.substr(got.find('\n') + 1), want);
+  ASSERT_EQ(written_rows(rows), want);
 }
 
 // Rows as a replay logs them: steps one apart across every carry (9 -> 10 ... INT64_MAX), most
@@ -230,16 +232,15 @@ TEST(TimelineCsvWriter, RepeatedFieldsAndConsecutiveStepsAreFmtsText) {
       if (pick(rng) < 3) r.time_ns = -1;  // never: empty
     }
   }
-  std::ostringstream os;
-  write_timeline_csv(os, rows);
-  const std::string got = os.str();
-  ASSERT_EQ(got.substr(got.find('\n') + 1), want);
+  ASSERT_EQ(written_rows(rows), want);
   // Row by row through the streaming writer as well.
   std::ostringstream streamed;
   TimelineCsvWriter w(streamed);
   for (const TimelineRow& row : rows) w.add(row);
   w.finish();
-  EXPECT_EQ(streamed.str(), got);
+  std::ostringstream held;
+  write_timeline_csv(held, rows);
+  EXPECT_EQ(streamed.str(), held.str());
 }
 
 TEST(TimelineCsvWriter, RowsNotFinishedAreNotWritten) {
