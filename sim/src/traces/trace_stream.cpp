@@ -189,7 +189,7 @@ std::optional<TraceStream> TraceStream::open(const std::string& path,
       bytes += held_bytes(r);
       if (bytes <= max_held_bytes) {
         if (held.empty() || held.back().size() == held.back().capacity()) {
-          // Chunks of 256 requests, doubling up to 16,384 (about 1.6 MiB).
+          // Chunks of 256 requests, doubling up to 16,384 (512 KiB of HeldRequest).
           const size_t chunks = held.size();
           held.emplace_back().reserve(chunks < 6 ? size_t{256} << chunks : 16384);
         }
