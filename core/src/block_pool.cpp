@@ -66,8 +66,7 @@ void BlockPool::get_new_blocks(int32_t n, std::vector<BlockId>& out) {
   free_block_queue_.popleft_n(n, dst, [this, state, &private_evictions](BlockId b) {
     BlockState& s = state[static_cast<size_t>(b)];
     if (s.dup_next == kUnhashed) return;
-    if (s.dup_next <= kPrivate) {
-      s.dup_next = kUnhashed;
+    if (evict_if_private(s)) {
       ++private_evictions;
     } else {
       maybe_evict_cached_block(b);

@@ -85,9 +85,8 @@ class BlockPool {
     const BlockId b = free_block_queue_.popleft();
     BlockState& s = state_[static_cast<size_t>(b)];
     if (s.dup_next != kUnhashed) {
-      if (s.dup_next <= kPrivate) {
-        // A private block (most of what a replay's decodes reuse): in no map, no chain.
-        s.dup_next = kUnhashed;
+      // A private block is most of what a replay's decodes reuse.
+      if (evict_if_private(s)) {
         --num_cached_blocks_;
         ++num_evictions_;
       } else {
@@ -193,6 +192,13 @@ class BlockPool {
   };
   // The 32 bytes per block of the header comment: state, hash, free-queue position.
   static_assert(sizeof(BlockState) + sizeof(BlockHash) + sizeof(uint32_t) == 32);
+  // A popped hashed block's eviction when it is private (in no map, no chain): unhashed, and
+  // true for the caller to count; false, changing nothing, for a block in the map.
+  static bool evict_if_private(BlockState& s) {
+    if (s.dup_next > kPrivate) return false;
+    s.dup_next = kUnhashed;
+    return true;
+  }
   void maybe_evict_cached_block(BlockId b);
   void evict_from_shared_chain(BlockId b);
   // free_blocks' fast path: prepends the whole list if every block drops from 1 to 0 and none
