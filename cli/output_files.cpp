@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -18,7 +17,6 @@
 #include <fmt/core.h>
 
 #include "interrupt.h"
-#include "kvsim/sim/io/direct_io.h"
 
 namespace kvsim::cli {
 namespace fs = std::filesystem;
@@ -26,26 +24,14 @@ namespace {
 
 // A streambuf over a file descriptor that keeps the errno of the first failed write, so the
 // message can say why ("No space left on device") instead of only that a stream went bad.
-// A temporary file (one finish() will fsync) is written with O_DIRECT while every write is
-// aligned (address, length and file offset multiples of kDirectIoAlign: the streamed timeline's
-// blocks, TimelineCsvWriter): the data goes from the caller's memory to the disk, not through
-// page-cache pages the kernel must allocate and copy into (issue 27: a 30 MB timeline cost
-// 24 ms of system time buffered). The first unaligned write (the timeline's tail, any other
-// writer) turns it off for good, as does a file system that refuses direct I/O.
 class FdBuf : public std::streambuf {
  public:
-  FdBuf(int fd, bool temp_file) : fd_(fd), early_writeback_(temp_file) {
+  // early_writeback: a temporary file that finish() will fsync; its data is handed to the disk
+  // as it is written (below), so that the final fsync waits for little.
+  FdBuf(int fd, bool early_writeback) : fd_(fd), early_writeback_(early_writeback) {
     setp(buf_, buf_ + sizeof buf_);
-#if defined(__linux__)
-    if (temp_file) {
-      const int flags = ::fcntl(fd_, F_GETFL);
-      direct_ = flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
-    }
-#endif
   }
-  int error() const {
-    return error_;
-  }
+  int error() const { return error_; }
 
  protected:
   int_type overflow(int_type c) override {
@@ -56,10 +42,8 @@ class FdBuf : public std::streambuf {
     }
     return traits_type::not_eof(c);
   }
-  int sync() override {
-    return drain() ? 0 : -1;
-  }
-  // A block at least as large as the buffer (the CSV writers' chunks) is written
+  int sync() override { return drain() ? 0 : -1; }
+  // A block at least as large as the buffer (the CSV writers' 256 KiB chunks) is written
   // straight from the caller's memory after what is buffered, not copied through the buffer
   // (still in write() calls of at most kMaxWrite).
   std::streamsize xsputn(const char* s, std::streamsize n) override {
@@ -74,38 +58,15 @@ class FdBuf : public std::streambuf {
     setp(buf_, buf_ + sizeof buf_);
     return true;
   }
-  bool aligned(const char* p, size_t size) const {
-    return reinterpret_cast<uintptr_t>(p) % kDirectIoAlign == 0 && size % kDirectIoAlign == 0 &&
-           written_ % static_cast<off_t>(kDirectIoAlign) == 0;
-  }
-  // Back to buffered writes; false (error_ set) when the descriptor's flags cannot be changed.
-  bool stop_direct() {
-    direct_ = false;
-#if defined(__linux__)
-    const int flags = ::fcntl(fd_, F_GETFL);
-    if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) {
-      error_ = errno;
-      return false;
-    }
-#endif
-    return true;
-  }
   bool write_all(const char* p, size_t size) {
     if (error_ != 0) return false;
     const char* const end = p + size;
     while (p < end) {
-      if (direct_ && !aligned(p, static_cast<size_t>(end - p)) && !stop_direct()) return false;
-      const size_t max_write = direct_ ? kMaxDirectWrite : kMaxWrite;
-      const ssize_t n = ::write(fd_, p, std::min(static_cast<size_t>(end - p), max_write));
+      const ssize_t n = ::write(fd_, p, std::min(static_cast<size_t>(end - p), kMaxWrite));
       if (n < 0) {
         // A signal during a blocked write (a FIFO or pipe nobody reads) ends it when it is an
         // interrupt (the handlers do not restart system calls), else the write is retried.
         if (errno == EINTR && interrupt_signal() == 0) continue;
-        // A file system that took the flag but not the I/O: buffered from here on.
-        if (errno == EINVAL && direct_) {
-          if (!stop_direct()) return false;
-          continue;
-        }
         error_ = errno;
         return false;
       }
@@ -115,8 +76,8 @@ class FdBuf : public std::streambuf {
 #if defined(__linux__)
     // Every kWritebackBytes, start the disk write of what was written since (asynchronous; a
     // hint only: any error is fsync's to report). A 30 MB timeline's fsync otherwise waits
-    // ~20 ms for all of it at the end (issue 27). Direct writes are on the disk already.
-    if (early_writeback_ && !direct_ && written_ - writeback_from_ >= kWritebackBytes) {
+    // ~20 ms for all of it at the end (issue 27).
+    if (early_writeback_ && written_ - writeback_from_ >= kWritebackBytes) {
       (void)::sync_file_range(fd_, writeback_from_, written_ - writeback_from_,
                               SYNC_FILE_RANGE_WRITE);
       writeback_from_ = written_;
@@ -128,12 +89,9 @@ class FdBuf : public std::streambuf {
   // 256 KiB or 1 MiB calls cost 5-8x the kernel time of 64 KiB calls (70-130 ms against 12-17
   // ms of system time, fsync included; issue 27, bench/RESULTS.md), the same bytes either way.
   static constexpr size_t kMaxWrite = size_t{1} << 16;
-  // Direct writes have no page-cache cost to bound: the larger the call, the fewer of them.
-  static constexpr size_t kMaxDirectWrite = size_t{8} << 20;
   static constexpr off_t kWritebackBytes = off_t{4} << 20;
   int fd_;
   bool early_writeback_;
-  bool direct_ = false;
   off_t written_ = 0;
   off_t writeback_from_ = 0;
   int error_ = 0;
@@ -282,7 +240,7 @@ void OutputFiles::open_all() {
       std::cout.flush();
       std::fflush(stdout);
       e.fd = STDOUT_FILENO;
-      e.buf = std::make_unique<FdBuf>(e.fd, /*temp_file=*/false);
+      e.buf = std::make_unique<FdBuf>(e.fd, /*early_writeback=*/false);
       e.stream = std::make_unique<std::ostream>(e.buf.get());
       continue;
     }
@@ -322,7 +280,7 @@ void OutputFiles::open_all() {
       const mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
       ::fchmod(e.fd, mode);
     }
-    e.buf = std::make_unique<FdBuf>(e.fd, /*temp_file=*/!e.temp.empty());
+    e.buf = std::make_unique<FdBuf>(e.fd, /*early_writeback=*/!e.temp.empty());
     e.stream = std::make_unique<std::ostream>(e.buf.get());
   }
 }

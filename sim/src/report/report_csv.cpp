@@ -7,10 +7,8 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <ostream>
 #include <stdexcept>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -307,20 +305,11 @@ class TimelineCsvWriter::Background {
   std::thread thread_;
 };
 
-void TimelineCsvWriter::AlignedDelete::operator()(char* p) const {
-  ::operator delete[](p, std::align_val_t{kDirectIoAlign});
-}
-
 TimelineCsvWriter::TimelineCsvWriter(std::ostream& os, Mode mode)
-    : buf_(static_cast<char*>(
-          ::operator new[](kFlushBytes + detail::kMaxCsvRow, std::align_val_t{kDirectIoAlign}))),
+    : buf_(new char[detail::kCsvFlushBytes + detail::kMaxCsvRow]),
       os_(os),
       formatter_(std::make_unique<detail::TimelineRowFormatter>()) {
-  static_assert(kFlushBytes % kDirectIoAlign == 0);
-  constexpr std::string_view header = detail::kTimelineCsvHeader;
-  std::memcpy(buf_.get(), header.data(), header.size());
-  buf_[header.size()] = '\n';
-  size_ = header.size() + 1;
+  os_ << detail::kTimelineCsvHeader << "\n";
   if (mode == Mode::kBackground) background_ = std::make_unique<Background>(*this);
 }
 
@@ -332,21 +321,11 @@ TimelineCsvWriter::~TimelineCsvWriter() {
 void TimelineCsvWriter::format(const TimelineRow& row) {
   char* const begin = buf_.get();
   size_ = static_cast<size_t>(formatter_->put(begin + size_, row) - begin);
-  if (size_ >= kFlushBytes) write_buffered(/*all=*/false);
+  if (size_ >= detail::kCsvFlushBytes) write_buffered();
 }
 
-// Writes the whole kDirectIoAlign blocks, then (all) the rest in a write of its own, else moves
-// the rest to the front for the next call.
-void TimelineCsvWriter::write_buffered(bool all) {
-  const size_t whole = size_ / kDirectIoAlign * kDirectIoAlign;
-  if (whole > 0) os_.write(buf_.get(), static_cast<std::streamsize>(whole));
-  if (all && size_ > whole) {
-    os_.write(buf_.get() + whole, static_cast<std::streamsize>(size_ - whole));
-  } else if (!all) {
-    std::memmove(buf_.get(), buf_.get() + whole, size_ - whole);
-    size_ -= whole;
-    return;
-  }
+void TimelineCsvWriter::write_buffered() {
+  if (size_ > 0) os_.write(buf_.get(), static_cast<std::streamsize>(size_));
   size_ = 0;
 }
 
@@ -364,7 +343,7 @@ void TimelineCsvWriter::finish() {
   if (finished_) return;
   finished_ = true;
   if (background_) background_->finish();
-  write_buffered(/*all=*/true);
+  write_buffered();
 }
 
 void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows) {

@@ -25,7 +25,6 @@
 #include <nlohmann/json.hpp>
 
 #include "kvsim/sim/engine/replay.h"
-#include "kvsim/sim/io/direct_io.h"
 
 namespace kvsim {
 
@@ -74,20 +73,16 @@ namespace detail {
 class TimelineRowFormatter;  // sim/src/report/report_csv_rows.h
 }  // namespace detail
 
-// The same CSV written as the rows come: the header, then each row formatted straight into one
-// buffer (std::to_chars, no per-field strings) that goes out in whole kDirectIoAlign blocks of
-// about kFlushBytes from an aligned address (so a file opened for direct I/O takes them as they
-// are), the rest at finish(); nothing goes out before the first block, the header included.
-// write_timeline_csv is this writer over a span, so both give the same bytes. As a replay's
-// ReplayConfig::timeline_sink it writes the timeline during the replay instead of from 350k held
-// rows (the CLI's --timeline, issue 27).
-//
+// The same CSV written as the rows come: the header at construction, then each row formatted
+// straight into one buffer (std::to_chars, no per-field strings) that goes out in 256 KiB
+// chunks, the rest at finish(). write_timeline_csv is this writer over a span, so both give the
+// same bytes. As a replay's ReplayConfig::timeline_sink it writes the timeline during the replay
+// instead of from 350k held rows (the CLI's --timeline, issue 27).
 // kBackground formats and writes on a second thread: add() copies the row into a chunk of
 // kRowsPerChunk rows and hands full chunks over (at most kChunksInFlight at a time, so memory
 // stays bounded: add() waits when the thread is that far behind). The bytes and their order are
 // kInline's; the replay's thread no longer pays for the formatting and the writes, a second core
 // does (the CPU is the same, the wall time is the replay's).
-//
 // A failed write is the stream's state, the caller's to check after finish() (the stream is the
 // thread's until then); an exception on the thread comes back from the next add() or finish().
 // Rows not yet written when the writer is destroyed without finish() (an error, an interrupt)
@@ -97,10 +92,6 @@ class TimelineCsvWriter final : public TimelineSink {
   enum class Mode { kInline, kBackground };
   static constexpr size_t kRowsPerChunk = 4096;
   static constexpr size_t kChunksInFlight = 4;
-  // The formatted text goes out at about this size (whole kDirectIoAlign blocks). 1 MiB: with
-  // direct I/O each write is a disk request, and 256 KiB ones cost a third more system time
-  // (issue 27, bench/RESULTS.md).
-  static constexpr size_t kFlushBytes = size_t{1} << 20;
 
   explicit TimelineCsvWriter(std::ostream& os, Mode mode = Mode::kInline);
   TimelineCsvWriter(const TimelineCsvWriter&) = delete;
@@ -113,11 +104,8 @@ class TimelineCsvWriter final : public TimelineSink {
 
  private:
   class Background;
-  struct AlignedDelete {
-    void operator()(char* p) const;
-  };
-  void format(const TimelineRow& row);  // into buf_, written out at kFlushBytes
-  void write_buffered(bool all);
+  void format(const TimelineRow& row);  // into buf_, written out at kCsvFlushBytes
+  void write_buffered();
 
   // The caller's (add, finish).
   std::unique_ptr<Background> background_;  // null: kInline
@@ -126,7 +114,7 @@ class TimelineCsvWriter final : public TimelineSink {
   // The formatting's: the writer thread's in kBackground, where format() stores size_ every row.
   // On a cache line apart from the caller's fields: sharing one made every row a cache miss on
   // both threads (issue 27).
-  alignas(64) std::unique_ptr<char[], AlignedDelete> buf_;
+  alignas(64) std::unique_ptr<char[]> buf_;
   std::ostream& os_;
   std::unique_ptr<detail::TimelineRowFormatter> formatter_;
   size_t size_ = 0;
