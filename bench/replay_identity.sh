@@ -4,10 +4,11 @@
 #
 # For 10 cases - Azure conv and code (async default, fixed:10, sync), Mooncake async and sync,
 # BurstGPT without prefix caching, a 900-block pool that preempts thousands of times, the
-# priority policy, max_model_len 2048 at twice the rate - each replayed streamed (no --requests)
-# and whole (with --requests), and whole without a timeline (the engine takes other shortcuts
-# when no per-step row is read), it compares the timeline CSV, the requests CSV and the JSON
-# summary without wall_seconds. Prints one line per case and ALL IDENTICAL or the differing
+# priority policy, max_model_len 2048 at twice the rate - each replayed streamed (the trace file
+# read twice) with --requests, whole (the trace through a pipe, which is read once and held),
+# also with --requests, and streamed without a timeline or --requests (the engine takes other
+# shortcuts when no per-step row is read), it compares the timeline CSV, the requests CSV and
+# the JSON summary without wall_seconds. Prints one line per case and ALL IDENTICAL or the differing
 # files (kept in a temporary folder); exits 1 on any difference.
 #
 # Usage: bench/replay_identity.sh OLD_KVSIM NEW_KVSIM
@@ -61,15 +62,21 @@ for c in $(printf '%s\n' "${!cases[@]}" | sort); do
       bin=${!b}
       extra=()
       [[ $mode != untimed ]] && extra+=(--timeline "$w/$c.$mode.$b.tl.csv")
-      [[ $mode != stream ]] && extra+=(--requests "$w/$c.$mode.$b.req.csv")
-      # shellcheck disable=SC2086  # the case strings are word lists
-      "$bin" replay ${cases[$c]} --json "$w/$c.$mode.$b.json" "${extra[@]}" \
-        > "$w/$c.$mode.$b.out" 2>&1 || { echo "$c $mode $b: exit $?"; fail=1; }
+      [[ $mode != untimed ]] && extra+=(--requests "$w/$c.$mode.$b.req.csv")
+      read -r trace args <<< "${cases[$c]}"
+      if [[ $mode == whole ]]; then
+        # shellcheck disable=SC2086  # the case strings are word lists
+        "$bin" replay <(cat "$trace") $args --json "$w/$c.$mode.$b.json" "${extra[@]}" \
+          > "$w/$c.$mode.$b.out" 2>&1 || { echo "$c $mode $b: exit $?"; fail=1; }
+      else
+        # shellcheck disable=SC2086
+        "$bin" replay "$trace" $args --json "$w/$c.$mode.$b.json" "${extra[@]}" \
+          > "$w/$c.$mode.$b.out" 2>&1 || { echo "$c $mode $b: exit $?"; fail=1; }
+      fi
       strip_wall "$w/$c.$mode.$b.json"
     done
     files=(json)
-    [[ $mode != untimed ]] && files+=(tl.csv)
-    [[ $mode != stream ]] && files+=(req.csv)
+    [[ $mode != untimed ]] && files+=(tl.csv req.csv)
     for f in "${files[@]}"; do
       cmp -s "$w/$c.$mode.old.$f" "$w/$c.$mode.new.$f" || { echo "DIFF $c $mode $f"; fail=1; }
     done

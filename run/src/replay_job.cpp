@@ -121,7 +121,7 @@ void check_replay_options(const ReplayOptions& o) {
 }
 
 bool replay_can_stream(const ReplayOptions& o, const std::string& trace_path) {
-  return !o.cluster && o.backend == "null" && !o.record_requests && trace_is_rereadable(trace_path);
+  return !o.cluster && o.backend == "null" && trace_is_rereadable(trace_path);
 }
 
 ReplayJob prepare_replay(const ReplayOptions& options, const Trace& trace,

@@ -91,11 +91,6 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
 
 ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, KvBackend& backend,
                         const StepTimeModel& step_time, const ProgressCallback& progress) {
-  if (config.record_requests) {
-    throw std::invalid_argument(
-        "a streaming replay keeps no per-request records: turn record_requests off, or replay "
-        "the trace read whole");
-  }
   check_replay_config(config, backend);
   const auto wall_start = std::chrono::steady_clock::now();
   ReplayRequests slots;
@@ -113,6 +108,16 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   std::deque<Retiring> retiring;
   std::vector<int64_t> free_slots;
   const int64_t total = trace.num_requests();
+  // With record_requests, a request's record is final once its slot may be reused: it is copied
+  // out, to its trace index, then, and every slot's last one at the end, so the records are the
+  // whole-trace replay's (the slots' Request state is what streaming saves).
+  std::vector<RequestRecord> records;
+  if (config.record_requests) records.resize(static_cast<size_t>(total));
+  const auto keep_record = [&](int64_t slot) {
+    if (!config.record_requests) return;
+    const RequestRecord& rec = slots.records[static_cast<size_t>(slot)];
+    records[static_cast<size_t>(rec.request_id)] = rec;
+  };
   int64_t next_progress = config.progress_every_steps;
   const auto step = [&](int64_t before_ns) {
     const int64_t max_steps =
@@ -122,6 +127,7 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
     for (int64_t slot : done_log) retiring.push_back({slot, now});
     done_log.clear();
     while (!retiring.empty() && engine.scheduler().id_reusable(retiring.front().done_at)) {
+      keep_record(retiring.front().slot);
       free_slots.push_back(retiring.front().slot);
       retiring.pop_front();
     }
@@ -158,10 +164,13 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   while (engine.next_event_ns() != ReplicaEngine::kNoEvent) step(INT64_MAX);
   engine.finish();
   if (progress) progress(engine.num_done(), total, engine.clock_ns());
+  for (size_t slot = 0; slot < slots.records.size(); ++slot)
+    keep_record(static_cast<int64_t>(slot));
   ReplayResult result;
   result.summary = std::move(engine.summary());
   result.timeline = std::move(engine.timeline());
   result.summary.request_slots = static_cast<int64_t>(slots.requests.size());
+  if (config.record_requests) result.requests = std::move(records);
   result.summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;

@@ -389,6 +389,7 @@ TEST_F(TraceStreamFiles, AStreamedTraceThatChangesBetweenThePassesIsAnError) {
 // summary field equal (wall time aside), invariants checked every step, and slots reused.
 struct Outputs {
   std::string timeline;
+  std::string requests;
   std::string summary;
   int64_t request_slots = 0;
   int64_t preemptions = 0;
@@ -399,6 +400,9 @@ Outputs outputs_of(const ReplayResult& r) {
   std::ostringstream tl;
   write_timeline_csv(tl, r.timeline);
   out.timeline = tl.str();
+  std::ostringstream rq;
+  write_requests_csv(rq, r.requests);
+  out.requests = rq.str();
   ReplaySummary s = r.summary;
   s.wall_seconds = 0;
   out.request_slots = s.request_slots;
@@ -436,7 +440,7 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
     sc.async_scheduling = i % 2 == 0;
     sc.policy = i % 4 == 1 ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
     c.record_timeline = true;
-    c.record_requests = false;
+    c.record_requests = i % 4 != 3;  // records copied out of reused slots, or none
     c.check_invariants = true;
     FixedStepTime step(10.0);
     NullKvBackend null;
@@ -447,12 +451,14 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
     const Outputs b = outputs_of(run_replay(c, *s, null, step));
     ASSERT_EQ(a.summary, b.summary) << "trace " << i;
     ASSERT_EQ(a.timeline, b.timeline) << "trace " << i;
+    ASSERT_EQ(a.requests, b.requests) << "trace " << i;
     // Held (the default for these small traces) or read again: the same replay.
     const std::optional<TraceStream> reread = TraceStream::open(p, {}, /*max_held_bytes=*/0);
     ASSERT_TRUE(reread.has_value() && s->holds_requests() && !reread->holds_requests());
     const Outputs b2 = outputs_of(run_replay(c, *reread, null, step));
     ASSERT_EQ(b.summary, b2.summary) << "trace " << i;
     ASSERT_EQ(b.timeline, b2.timeline) << "trace " << i;
+    ASSERT_EQ(b.requests, b2.requests) << "trace " << i;
     EXPECT_EQ(a.request_slots, static_cast<int64_t>(whole.requests.size()));
     EXPECT_LE(b.request_slots, a.request_slots);
     reused += b.request_slots < a.request_slots;
@@ -463,9 +469,16 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
   EXPECT_GE(preempting, 10);
 }
 
-TEST_F(TraceStreamFiles, StreamingReplayRefusesPerRequestRecords) {
-  const std::string p =
-      write("t.jsonl", "{\"arrival_s\": 0.0, \"input_tokens\": 5, \"output_tokens\": 2}\n");
+// Every request has its record, in trace order, rejected ones included (a prompt over
+// max_model_len), and unfinished ones at the end of a livelocked replay would be too.
+TEST_F(TraceStreamFiles, StreamingReplayKeepsEveryRecordInTraceOrder) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    text += "{\"arrival_s\": " + std::to_string(i) +
+            ".0, \"input_tokens\": " + std::to_string(i % 7 == 3 ? 100 : 5 + i) +
+            ", \"output_tokens\": 2}\n";
+  }
+  const std::string p = write("t.jsonl", text);
   const std::optional<TraceStream> s = TraceStream::open(p);
   ASSERT_TRUE(s.has_value());
   ReplayConfig c;
@@ -474,7 +487,17 @@ TEST_F(TraceStreamFiles, StreamingReplayRefusesPerRequestRecords) {
   c.record_requests = true;
   FixedStepTime step(10.0);
   NullKvBackend null;
-  EXPECT_THROW(run_replay(c, *s, null, step), std::invalid_argument);
+  const ReplayResult r = run_replay(c, *s, null, step);
+  ASSERT_EQ(r.requests.size(), 40u);
+  EXPECT_LT(r.summary.request_slots, 40);  // slots were reused
+  int rejected = 0;
+  for (size_t i = 0; i < r.requests.size(); ++i) {
+    EXPECT_EQ(r.requests[i].request_id, static_cast<int64_t>(i));
+    EXPECT_EQ(r.requests[i].source_line, static_cast<int64_t>(i) + 1);
+    EXPECT_TRUE(r.requests[i].finished || r.requests[i].rejected) << i;
+    rejected += r.requests[i].rejected ? 1 : 0;
+  }
+  EXPECT_EQ(rejected, 6);
 }
 
 }  // namespace

@@ -74,9 +74,9 @@ struct ReplayOptions {
 // std::invalid_argument naming the parameters (core/param.h).
 void check_replay_options(const ReplayOptions& options);
 
-// Whether a plain replay may stream this trace file (memory follows the requests in flight:
-// trace_stream.h) instead of reading it whole: no cluster, the null backend, no per-request
-// rows, a file that can be read twice.
+// Whether a plain replay may stream this trace file (memory follows the requests in flight,
+// plus one record a request with per-request rows: trace_stream.h) instead of reading it whole:
+// no cluster, the null backend, a file that can be read twice.
 bool replay_can_stream(const ReplayOptions& options, const std::string& trace_path);
 
 // A configured replay: the plan, the engine configuration, the clock and the backend, and the

@@ -255,8 +255,9 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
 // read_trace(path, options) (every block id, timeline row and summary field; wall_seconds
 // aside), with the trace read a second time instead of held and each request's state (Request,
 // record, the scheduler's and KV manager's tables) in a slot reused once the request is done,
-// so memory follows the requests in flight. It keeps no per-request records: throws
-// std::invalid_argument when config.record_requests is set.
+// so memory follows the requests in flight. With config.record_requests the records are kept
+// too (copied out of a slot before its reuse), in trace order as the whole-trace replay gives
+// them: memory then grows with the trace by one RequestRecord a request.
 ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, KvBackend& backend,
                         const StepTimeModel& step_time, const ProgressCallback& progress = {});
 
