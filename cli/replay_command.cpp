@@ -104,8 +104,8 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   outputs.add_input("--config", job.plan.config_path);
   outputs.add_input("--gpu-spec", job.plan.gpu_spec_path);
   outputs.refuse_inputs();
-  // A plain replay that writes no per-request rows streams the trace (memory follows the
-  // requests in flight); a pipe or FIFO cannot be read twice: read whole, once.
+  // A plain replay streams the trace (memory follows the requests in flight, plus one record a
+  // request with per-request rows); a pipe or FIFO cannot be read twice: read whole, once.
   std::optional<TraceStream> stream;
   if (run::replay_can_stream(job, o.trace_path)) {
     stream = TraceStream::open(o.trace_path, o.trace);
