@@ -162,18 +162,36 @@ std::string long_trace_text() {
   return t;
 }
 
+// 1500 requests of 60 decode steps at 20x the rate: a timeline of some 7 MB.
+std::string many_steps_trace_text() {
+  std::string t = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+  for (int i = 0; i < 1500; ++i)
+    t += cat({std::to_string(i), ".05,", std::to_string(50 + i % 300), ",60\n"});
+  return t;
+}
+
 TEST_F(CliOutputs, AFileSizeLimitIsAWriteErrorNotASilentDeath) {
-  const std::string trace = write("long.csv", long_trace_text());
-  const std::string out = write("t.csv", "previous timeline\n");
-  // ulimit -f counts KiB: the timeline is larger, so a write fails with EFBIG (SIGXFSZ ignored).
-  const CliRun r = sh(cat({"ulimit -f 4; ", kvsim(), "replay ", trace,
-                           " --step-time fixed:5 --no-progress --timeline ", out, " >/dev/null"}));
-  EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find(cat({"--timeline ", out, ": cannot write: File too large"})),
-            std::string::npos)
-      << r.out;
-  EXPECT_EQ(slurp(out), "previous timeline\n");
-  EXPECT_EQ(temporaries(), 0);
+  // ulimit -f counts KiB: the timeline is larger, so a write fails with EFBIG (SIGXFSZ ignored):
+  // the first one, or one part-way through a timeline of many writes.
+  struct Case {
+    std::string trace_text;
+    const char* limit_kib;
+    const char* args;
+  };
+  for (const Case& c : {Case{long_trace_text(), "4", ""},
+                        Case{many_steps_trace_text(), "1536", " --time-scale 20"}}) {
+    const std::string trace = write("t_in.csv", c.trace_text);
+    const std::string out = write("t.csv", "previous timeline\n");
+    const CliRun r =
+        sh(cat({"ulimit -f ", c.limit_kib, "; ", kvsim(), "replay ", trace, c.args,
+                " --step-time fixed:5 --no-progress --timeline ", out, " >/dev/null"}));
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(cat({"--timeline ", out, ": cannot write: File too large"})),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(slurp(out), "previous timeline\n");
+    EXPECT_EQ(temporaries(), 0);
+  }
 }
 
 TEST_F(CliOutputs, AClosedStdoutPipeIsAWriteErrorNamingTheFlag) {
@@ -249,14 +267,7 @@ TEST_F(CliOutputs, AStreamedTimelineHasTheHeldBytes) {
 }
 
 // A timeline of several MiB goes out in many writes while the replay runs (the writer's chunks,
-// the stream's large-block path, early writeback): the bytes are still the held ones, and a file
-// size limit met part-way is the same one-line error with the previous file kept.
-std::string many_steps_trace_text() {
-  std::string t = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
-  for (int i = 0; i < 1500; ++i)
-    t += cat({std::to_string(i), ".05,", std::to_string(50 + i % 300), ",60\n"});
-  return t;
-}
+// the stream's large-block path, early writeback): the bytes are still the held ones.
 
 TEST_F(CliOutputs, AStreamedTimelineOfManyBlocksHasTheHeldBytes) {
   const std::string trace = write("many.csv", many_steps_trace_text());
@@ -275,21 +286,6 @@ TEST_F(CliOutputs, AStreamedTimelineOfManyBlocksHasTheHeldBytes) {
     EXPECT_EQ(slurp(streamed), want) << mode;
     EXPECT_EQ(temporaries(), 0);
   }
-}
-
-TEST_F(CliOutputs, AFileSizeLimitPartWayThroughALargeTimelineIsAWriteError) {
-  const std::string trace = write("many.csv", many_steps_trace_text());
-  const std::string out = write("t.csv", "previous timeline\n");
-  // 1536 KiB: the first writes fit, a later one does not.
-  const CliRun r = sh(
-      cat({"ulimit -f 1536; ", kvsim(), "replay ", trace,
-           " --step-time fixed:5 --time-scale 20 --no-progress --timeline ", out, " >/dev/null"}));
-  EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find(cat({"--timeline ", out, ": cannot write: File too large"})),
-            std::string::npos)
-      << r.out;
-  EXPECT_EQ(slurp(out), "previous timeline\n");
-  EXPECT_EQ(temporaries(), 0);
 }
 
 // A streamed timeline lands only when the whole command succeeds: a replay stopped by a signal
