@@ -170,7 +170,7 @@ void rebase(std::vector<TraceRequest>& reqs, const std::string& path, TraceForma
 
 // A stable sort, skipped when the order holds already (most traces are in arrival order):
 // std::stable_sort moves every request through a buffer as large as the trace even then (14 M
-// instructions and 500 page faults of the whole Azure conv replay with --requests; issue 27).
+// instructions of the whole Azure conv replay read whole; issue 27).
 template <class Less>
 void stable_sort_unless_sorted(std::vector<TraceRequest>& reqs, Less less) {
   if (!std::is_sorted(reqs.begin(), reqs.end(), less)) {
