@@ -14,6 +14,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "kvsim/sim/report/report.h"
 #include "report_csv_rows.h"
@@ -204,6 +208,7 @@ class TimelineCsvWriter::Background {
     }
     start_filling_locked();
     thread_ = std::thread([this] { run(); });
+    place_thread();
   }
   ~Background() { stop(/*drain=*/false); }
 
@@ -252,6 +257,26 @@ class TimelineCsvWriter::Background {
     next_ = &parked_;
     end_ = &parked_ + 1;
     std::rethrow_exception(error_);
+  }
+  // Names the thread (kThreadName) and keeps it off the CPU this thread runs on now, where
+  // another is allowed: left to the kernel, the writer, woken once a chunk, was often placed on
+  // the replay's CPU and preempted it there (40-66 involuntary switches and 5-13 ms of wall time
+  // lost in a 40 ms sync replay on a 2-core VM; 3-7 switches and 0.1-0.6 ms with this; issue 27,
+  // bench/RESULTS.md tenth pass). The replay's thread is not pinned: it stays free to move. Both
+  // are hints; a failure changes nothing else.
+  void place_thread() {
+#if defined(__linux__)
+    const pthread_t t = thread_.native_handle();
+    (void)pthread_setname_np(t, kThreadName);
+    const int here = sched_getcpu();
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (here < 0 || here >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+      return;
+    }
+    CPU_CLR(here, &allowed);
+    if (CPU_COUNT(&allowed) > 0) (void)pthread_setaffinity_np(t, sizeof allowed, &allowed);
+#endif
   }
   void stop(bool drain) {
     {

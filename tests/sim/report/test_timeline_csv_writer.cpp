@@ -7,8 +7,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <streambuf>
@@ -355,6 +359,51 @@ TEST(TimelineCsvWriter, BackgroundDestroyedWithoutFinishStops) {
     EXPECT_LE(os.str().size(), header_only.str().size() + n * 1024);  // rows are under 1 KiB
   }
 }
+
+#if defined(__linux__)
+// The CPUs a thread may run on, from /proc (Cpus_allowed_list: "0-3,5").
+std::set<int> allowed_cpus(const std::filesystem::path& task) {
+  std::ifstream in(task / "status");
+  std::string line;
+  std::set<int> cpus;
+  while (std::getline(in, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) != 0) continue;
+    std::istringstream list(line.substr(line.find(':') + 1));
+    std::string range;
+    while (std::getline(list, range, ',')) {
+      const size_t dash = range.find('-');
+      const int lo = std::stoi(range.substr(0, dash));
+      const int hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
+      for (int c = lo; c <= hi; ++c) cpus.insert(c);
+    }
+  }
+  return cpus;
+}
+
+// The background thread carries its name and, where this process may use two CPUs or more,
+// every allowed CPU but one (the constructing thread's at construction): it cannot be placed on
+// the replay's CPU and preempt it there.
+TEST(TimelineCsvWriter, BackgroundThreadKeepsOffTheConstructingCpu) {
+  const std::set<int> process = allowed_cpus("/proc/thread-self");
+  std::ostringstream os;
+  TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+  std::optional<std::filesystem::path> writer;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == TimelineCsvWriter::kThreadName) writer = task.path();
+  }
+  ASSERT_TRUE(writer.has_value()) << "no thread named " << TimelineCsvWriter::kThreadName;
+  const std::set<int> cpus = allowed_cpus(*writer);
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_TRUE(std::includes(process.begin(), process.end(), cpus.begin(), cpus.end()));
+  EXPECT_EQ(cpus.size(), process.size() >= 2 ? process.size() - 1 : process.size());
+  w.add(odd_row(1));
+  w.finish();
+  EXPECT_NE(os.str().find('\n'), std::string::npos);
+}
+#endif
 
 // A stream that throws (exceptions enabled) once past some bytes: the error the thread meets
 // comes back from add() or finish(), never lost, and nothing hangs afterwards.

@@ -92,6 +92,9 @@ class TimelineCsvWriter final : public TimelineSink {
   enum class Mode { kInline, kBackground };
   static constexpr size_t kRowsPerChunk = 4096;
   static constexpr size_t kChunksInFlight = 4;
+  // kBackground's thread, by name (Linux: /proc/<pid>/task/<tid>/comm); it runs on any allowed
+  // CPU but the one that constructed the writer, where there is another.
+  static constexpr const char* kThreadName = "kvsim-timeline";
 
   explicit TimelineCsvWriter(std::ostream& os, Mode mode = Mode::kInline);
   TimelineCsvWriter(const TimelineCsvWriter&) = delete;
