@@ -335,10 +335,6 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   out.step_index = step_++;
   const auto implicit = static_cast<int32_t>(running_.size());
   int32_t event_decodes = 0;
-  // The marks counted for the row before this step were read (its slot is reused 64 on).
-  if (lz_count_marks_) {
-    agenda_marks_[static_cast<size_t>((batch + kAgendaSteps - 1) % kAgendaSteps)] = 0;
-  }
   if (events) {
     lz_update_bound_ = INT64_MAX;
     const size_t slot_now = static_cast<size_t>(batch % kAgendaSteps);
@@ -390,7 +386,6 @@ bool Scheduler::agenda_build(int64_t batch) {
   agenda_next_.resize(n);
   agenda_head_.fill(-1);
   agenda_mask_ = 0;
-  if (lz_count_marks_) agenda_marks_.fill(0);
   // From the back, so that each list starts in running order.
   for (size_t k = n; k-- > 0;) {
     const int64_t next = next_sched[k];
@@ -405,9 +400,6 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
   agenda_next_[i] = agenda_head_[slot];
   agenda_head_[slot] = static_cast<int32_t>(i);
   agenda_mask_ |= uint64_t{1} << slot;
-  if (lz_count_marks_ && lz_[i].mark_batch == next - 1) {
-    ++agenda_marks_[static_cast<size_t>((next - 1) % kAgendaSteps)];
-  }
 }
 
 // Inline: its one caller is quiet_run_step, every step with events.
@@ -470,14 +462,11 @@ bool Scheduler::lazy_agenda_holds() const {
       }
     }
   }
-  // agenda_marks_: for each row from the last schedule's on, the members whose pending mark is
-  // at it (their next event the schedule after it).
-  for (int64_t row = step_ - 1; lz_count_marks_ && row < step_ - 1 + kAgendaSteps; ++row) {
-    int32_t expect = 0;
-    for (size_t k = 0; k < n; ++k) {
-      expect += static_cast<int32_t>(lz_[k].mark_batch == row && lz_next_sched_[k] == row + 1);
-    }
-    if (agenda_marks_[static_cast<size_t>(row % kAgendaSteps)] != expect) return false;
+  // The pending cache marks after the last schedule, from the next step's list, are every
+  // member's (lazy_pending_cache_marks relies on it).
+  if (step_ > 0 &&
+      lazy_pending_cache_marks(step_ - 1) != lazy_count_pending_cache_marks(step_ - 1)) {
+    return false;
   }
   return mask == agenda_mask_ &&
          std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; });

@@ -112,9 +112,6 @@ struct SchedulerConfig {
   // private: no lookup finds them, and everything that frees, preempts or publishes them settles
   // first). Off by default; the replay engine turns it on with lazy steady decodes.
   bool lazy_cache_marks = false;
-  // Speed only: whether lazy_pending_cache_marks() is asked every step (a timeline is recorded),
-  // so that quiet runs keep its counts as they go; otherwise each call counts (O(running)).
-  bool count_pending_cache_marks = true;
   // The cloned release's behaviour (core/vllm_version.h): the struct default is 0.26's;
   // make_replay_config() sets the release the user chose.
   VllmBehavior behavior = {};
@@ -354,15 +351,21 @@ class Scheduler {
   int64_t num_lazy_members() const { return lz_num_members_; }
   // Cache marks pending after schedule(batch) (SchedulerConfig::lazy_cache_marks): the members
   // whose last block that schedule completed, not marked yet. BlockPool::num_cached_blocks()
-  // plus this is the count without the option. O(1) after a quiet step (the agenda's count),
-  // else O(running). (Inline: a timeline row asks it every step.)
+  // plus this is the count without the option. After a quiet step, a pass over the next step's
+  // agenda list (its events: one or two members), else over every member. (Inline: a timeline
+  // row asks it every step.)
   int64_t lazy_pending_cache_marks(int64_t batch) const {
     if (!lz_cache_marks_) return 0;
-    // A pending mark's member has its next event at the next schedule: with the quiet-run agenda
-    // valid there, its count (agenda_marks_).
-    if (lz_count_marks_ && agenda_step_ == batch + 1 && step_ == batch + 1 &&
-        agenda_update_ == first_pending_step_) {
-      return agenda_marks_[static_cast<size_t>(batch % kAgendaSteps)];
+    // A pending mark's member has its next event at the next schedule (the mark waits for that
+    // event: lazy_predict): with the quiet-run agenda valid there, it is in that step's list.
+    if (agenda_step_ == batch + 1 && step_ == batch + 1 && agenda_update_ == first_pending_step_) {
+      int64_t n = 0;
+      const auto slot = static_cast<size_t>((batch + 1) % kAgendaSteps);
+      for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
+        const LazyRunning& l = lz_[static_cast<size_t>(i)];
+        n += static_cast<int64_t>(l.mark_batch == batch && l.sc <= batch);
+      }
+      return n;
     }
     return lazy_count_pending_cache_marks(batch);
   }
@@ -447,7 +450,6 @@ class Scheduler {
   // lazy_pending_cache_marks by a pass over the members.
   int64_t lazy_count_pending_cache_marks(int64_t batch) const;
   bool lz_cache_marks_ = false;  // SchedulerConfig::lazy_cache_marks, in effect (sync lazy runs)
-  bool lz_count_marks_ = false;  // ... with count_pending_cache_marks: agenda_marks_ kept
   int64_t lz_sched_done_ = 0;    // schedule() calls completed
   int64_t lz_upd_done_ = 0;      // update_from_output() calls completed
   int64_t lz_next_key_ = 0;
@@ -475,11 +477,6 @@ class Scheduler {
   // lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_ is
   // set iff list k is not empty. Never built when a prediction falls outside the window.
   static constexpr int64_t kAgendaSteps = 64;
-  // With lz_count_marks_, while the agenda is valid: the cache marks pending after each schedule
-  // from the one before step_ on (lazy_pending_cache_marks), by batch % kAgendaSteps: a member's
-  // pending mark is at the schedule before its next event, so it is counted when it goes under that
-  // event's list.
-  std::array<int32_t, kAgendaSteps> agenda_marks_{};
   std::array<int32_t, kAgendaSteps> agenda_head_{};  // first running index, -1: empty
   std::vector<int32_t> agenda_next_;                 // by running index: the next in its list
   uint64_t agenda_mask_ = 0;
@@ -488,8 +485,7 @@ class Scheduler {
   // Builds the agenda from lz_next_sched_ at `batch`; false (nothing valid) when an event lies
   // outside [batch, batch + kAgendaSteps).
   bool agenda_build(int64_t batch);
-  // Puts running index i at the head of the list of step `next` (in the agenda's range), with
-  // its pending cache mark if that is at the step before.
+  // Puts running index i at the head of the list of step `next` (in the agenda's range).
   void agenda_push(size_t i, int64_t next);
   // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
   // passed_min and result, changing nothing.
