@@ -447,7 +447,7 @@ int64_t ReplicaEngine::cached_blocks(const SchedulerOutput& out) const {
 
 void ReplicaEngine::emit_row(const TimelineRow& row) {
   if (timeline_sink_ != nullptr) {
-    timeline_sink_->add(row);
+    timeline_sink_->put(row);
     return;
   }
   if (timeline_.size() == timeline_.capacity()) grow_timeline(timeline_);

@@ -198,29 +198,49 @@ char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_r
 }  // namespace detail
 
 // The second thread of kBackground: a queue of full chunks, spare chunks for reuse, and the
-// first exception the thread met. A chunk is kRowsPerChunk rows allocated once; add() writes the
-// next row through a cursor (one copy and one compare a row, no vector bookkeeping).
+// first exception the thread met. A chunk is kRowsPerChunk rows allocated once; the caller fills
+// the one handed out (TimelineSink's room: one copy a row, no call) and hands it back full.
 class TimelineCsvWriter::Background {
  public:
   explicit Background(TimelineCsvWriter& w) : writer_(w) {
     for (size_t i = 0; i < kChunksInFlight + 1; ++i) {
       spare_.push_back(Chunk{std::make_unique_for_overwrite<TimelineRow[]>(kRowsPerChunk), 0});
     }
-    start_filling_locked();
+    filling_ = std::move(spare_.back());
+    spare_.pop_back();
     thread_ = std::thread([this] { run(); });
     place_thread();
   }
   ~Background() { stop(/*drain=*/false); }
 
-  void add(const TimelineRow& row) {
-    *next_++ = row;
-    if (next_ == end_) [[unlikely]] {
-      hand_over();
-    }
+  // The chunk being filled: kRowsPerChunk rows from here.
+  TimelineRow* rows() const { return filling_.rows.get(); }
+  // Hands the chunk being filled over with its first `n` rows (none: keeps it) and takes the
+  // next one (rows()); waits while kChunksInFlight chunks are queued. Rethrows the thread's
+  // exception, handing nothing over.
+  void hand_over(size_t n) {
+    std::unique_lock lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    if (n == 0) return;  // nothing to hand over: the chunk stays
+    filling_.size = n;
+    full_.push_back(std::move(filling_));
+    cv_.notify_all();
+    // Back-pressure: wait for a spare chunk (the thread returns one per chunk written).
+    cv_.wait(lock, [this] { return !spare_.empty() || error_; });
+    if (error_) std::rethrow_exception(error_);
+    filling_ = std::move(spare_.back());
+    spare_.pop_back();
   }
-  // Writes every row handed over and the partial chunk, then stops the thread.
-  void finish() {
-    if (next_ != filling_.rows.get()) hand_over();
+  // Writes every row handed over and the first `n` of the chunk being filled, then stops the
+  // thread.
+  void finish(size_t n) {
+    if (n > 0) {
+      std::lock_guard lock(mutex_);
+      if (!error_) {
+        filling_.size = n;
+        full_.push_back(std::move(filling_));
+      }
+    }
     stop(/*drain=*/true);
     rethrow();
   }
@@ -234,30 +254,6 @@ class TimelineCsvWriter::Background {
     std::unique_ptr<TimelineRow[]> rows;
     size_t size = 0;  // rows filled
   };
-  void start_filling_locked() {
-    filling_ = std::move(spare_.back());
-    spare_.pop_back();
-    next_ = filling_.rows.get();
-    end_ = next_ + kRowsPerChunk;
-  }
-  void hand_over() {
-    std::unique_lock lock(mutex_);
-    if (error_) park_and_rethrow();
-    filling_.size = static_cast<size_t>(next_ - filling_.rows.get());
-    full_.push_back(std::move(filling_));
-    cv_.notify_all();
-    // Back-pressure: wait for a spare chunk (the thread returns one per chunk written).
-    cv_.wait(lock, [this] { return !spare_.empty() || error_; });
-    if (error_) park_and_rethrow();
-    start_filling_locked();
-  }
-  // After the thread failed: rows added later (a caller that goes on) land in parked_ and come
-  // back to hand_over, which rethrows again; no chunk is written to any more.
-  [[noreturn]] void park_and_rethrow() {
-    next_ = &parked_;
-    end_ = &parked_ + 1;
-    std::rethrow_exception(error_);
-  }
   // Names the thread (kThreadName) and keeps it off the CPU this thread runs on now, where
   // another is allowed: left to the kernel, the writer, woken once a chunk, was often placed on
   // the replay's CPU and preempted it there (40-66 involuntary switches and 5-13 ms of wall time
@@ -314,12 +310,7 @@ class TimelineCsvWriter::Background {
   }
 
   TimelineCsvWriter& writer_;
-  // The replay thread's, on a cache line of its own: add() moves next_ every row, and the
-  // thread reading a neighbour (writer_) would make every row a cache miss on both sides.
-  alignas(64) TimelineRow* next_ = nullptr;
-  TimelineRow* end_ = nullptr;
   Chunk filling_;
-  TimelineRow parked_;
   alignas(64) std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Chunk> full_;
@@ -335,7 +326,11 @@ TimelineCsvWriter::TimelineCsvWriter(std::ostream& os, Mode mode)
       os_(os),
       formatter_(std::make_unique<detail::TimelineRowFormatter>()) {
   os_ << detail::kTimelineCsvHeader << "\n";
-  if (mode == Mode::kBackground) background_ = std::make_unique<Background>(*this);
+  if (mode == Mode::kBackground) {
+    background_ = std::make_unique<Background>(*this);
+    next_ = background_->rows();
+    end_ = next_ + kRowsPerChunk;
+  }
 }
 
 // The thread stops (dropping what it has not written) before the buffer it writes goes.
@@ -356,18 +351,38 @@ void TimelineCsvWriter::write_buffered() {
 
 void TimelineCsvWriter::add(const TimelineRow& row) {
   if (finished_) throw std::logic_error("TimelineCsvWriter: add() after finish()");
-  ++rows_;
-  if (background_) {
-    background_->add(row);
-  } else {
+  if (!background_) {
+    ++rows_;
     format(row);
+    return;
   }
+  if (next_ == end_) {
+    // The chunk is full, or the thread failed before (no room was left then: hand_over
+    // rethrows, handing nothing over).
+    const auto filled =
+        next_ == nullptr ? size_t{0} : static_cast<size_t>(next_ - background_->rows());
+    next_ = end_ = nullptr;  // until a chunk is taken: a failure leaves every row to add()
+    background_->hand_over(filled);
+    rows_ += static_cast<int64_t>(filled);
+    next_ = background_->rows();
+    end_ = next_ + kRowsPerChunk;
+  }
+  *next_++ = row;
+}
+
+int64_t TimelineCsvWriter::rows() const {
+  return rows_ + (background_ && next_ != nullptr ? next_ - background_->rows() : 0);
 }
 
 void TimelineCsvWriter::finish() {
   if (finished_) return;
   finished_ = true;
-  if (background_) background_->finish();
+  if (background_) {
+    const int64_t filled = next_ != nullptr ? next_ - background_->rows() : 0;
+    next_ = end_ = nullptr;  // add() after finish() throws
+    rows_ += filled;
+    background_->finish(static_cast<size_t>(filled));
+  }
   write_buffered();
 }
 

@@ -54,10 +54,19 @@ struct TimelineRow;
 
 // Takes the timeline rows as a replay logs them (ReplayConfig::timeline_sink), in step order.
 // An exception from add() ends the replay as any other error does.
+// A sink may offer room for the next rows, [next_, end_): put() stores a row there without a
+// call and goes to add() only when the room is used up (or never offered), so a writer that
+// buffers rows costs the replay one copy a row (issue 27). add() must take the rows put() did
+// not store, in order after those it did.
 class TimelineSink {
  public:
   virtual ~TimelineSink() = default;
   virtual void add(const TimelineRow& row) = 0;
+  void put(const TimelineRow& row);  // inline below, where TimelineRow is complete
+
+ protected:
+  TimelineRow* next_ = nullptr;
+  TimelineRow* end_ = nullptr;
 };
 
 struct ReplayConfig {
@@ -130,6 +139,14 @@ struct TimelineRow {
   int32_t swap_in_blocks = 0;   // host -> device
   int64_t host_slots_used = 0;  // host swap slots held after the step
 };
+
+inline void TimelineSink::put(const TimelineRow& row) {
+  if (next_ != end_) [[likely]] {
+    *next_++ = row;
+    return;
+  }
+  add(row);
+}
 
 // One KV cache group of a hybrid layout over the replay (ReplaySummary::kv_cache_groups).
 struct KVCacheGroupSummary {

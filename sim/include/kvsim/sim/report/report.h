@@ -78,15 +78,15 @@ class TimelineRowFormatter;  // sim/src/report/report_csv_rows.h
 // chunks, the rest at finish(). write_timeline_csv is this writer over a span, so both give the
 // same bytes. As a replay's ReplayConfig::timeline_sink it writes the timeline during the replay
 // instead of from 350k held rows (the CLI's --timeline, issue 27).
-// kBackground formats and writes on a second thread: add() copies the row into a chunk of
-// kRowsPerChunk rows and hands full chunks over (at most kChunksInFlight at a time, so memory
-// stays bounded: add() waits when the thread is that far behind). The bytes and their order are
-// kInline's; the replay's thread no longer pays for the formatting and the writes, a second core
-// does (the CPU is the same, the wall time is the replay's).
-// A failed write is the stream's state, the caller's to check after finish() (the stream is the
-// thread's until then); an exception on the thread comes back from the next add() or finish().
-// Rows not yet written when the writer is destroyed without finish() (an error, an interrupt)
-// are dropped.
+// kBackground formats and writes on a second thread: a row goes into a chunk of kRowsPerChunk
+// rows (the room put() fills without a call; add() when it is full) and full chunks go over (at
+// most kChunksInFlight at a time, so memory stays bounded: add() waits when the thread is that far
+// behind). The bytes and their order are kInline's; the replay's thread no longer pays for the
+// formatting and the writes, a second core does (the CPU is the same, the wall time is the
+// replay's). A failed write is the stream's state, the caller's to check after finish() (the stream
+// is the thread's until then); an exception on the thread comes back from the next add() or
+// finish(). Rows not yet written when the writer is destroyed without finish() (an error, an
+// interrupt) are dropped.
 class TimelineCsvWriter final : public TimelineSink {
  public:
   enum class Mode { kInline, kBackground };
@@ -103,7 +103,7 @@ class TimelineCsvWriter final : public TimelineSink {
   void add(const TimelineRow& row) override;
   // Writes the rows still buffered (once, after the last row; add() may not follow).
   void finish();
-  int64_t rows() const { return rows_; }
+  int64_t rows() const;
 
  private:
   class Background;
@@ -112,7 +112,7 @@ class TimelineCsvWriter final : public TimelineSink {
 
   // The caller's (add, finish).
   std::unique_ptr<Background> background_;  // null: kInline
-  int64_t rows_ = 0;
+  int64_t rows_ = 0;  // kBackground: the rows of the chunks handed over, not of next_'s
   bool finished_ = false;
   // The formatting's: the writer thread's in kBackground, where format() stores size_ every row.
   // On a cache line apart from the caller's fields: sharing one made every row a cache miss on
