@@ -440,6 +440,52 @@ TEST(TimelineCsvWriter, BackgroundWriteErrorsComeBack) {
   EXPECT_TRUE(threw);
 }
 
+// put() (the replay's way in: rows stored in the writer's chunk without a call) and add() mixed,
+// across chunk boundaries: the inline bytes, rows() counting both as they come, and after a
+// failed write every later row, put or added, rethrows.
+TEST(TimelineCsvWriter, PutAndAddMixedWriteTheInlineBytes) {
+  const size_t n = TimelineCsvWriter::kRowsPerChunk * (TimelineCsvWriter::kChunksInFlight + 2) + 5;
+  std::vector<TimelineRow> rows;
+  for (size_t i = 0; i < n; ++i) rows.push_back(odd_row(static_cast<int64_t>(i)));
+  std::ostringstream inline_os;
+  write_timeline_csv(inline_os, rows);
+  std::ostringstream os;
+  TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+  TimelineSink& sink = w;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 7 == 3) {
+      w.add(rows[i]);
+    } else {
+      sink.put(rows[i]);
+    }
+    if (i % 1000 == 0) {
+      ASSERT_EQ(w.rows(), static_cast<int64_t>(i + 1));
+    }
+  }
+  EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
+  w.finish();
+  EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
+  EXPECT_EQ(os.str(), inline_os.str());
+  EXPECT_THROW(sink.put(rows[0]), std::logic_error);
+
+  FailingBuf buf(1 << 16);
+  std::ostream failing(&buf);
+  failing.exceptions(std::ios::badbit);
+  TimelineCsvWriter f(failing, TimelineCsvWriter::Mode::kBackground);
+  TimelineSink& fs = f;
+  int failures = 0;
+  for (int64_t i = 0; i < 100'000; ++i) {
+    try {
+      fs.put(odd_row(i));
+    } catch (const std::ios_base::failure&) {
+      ++failures;
+    }
+  }
+  // The first failure ends the chunks: each later row reaches add(), which rethrows.
+  EXPECT_GT(failures, 1);
+  EXPECT_THROW(f.finish(), std::ios_base::failure);
+}
+
 struct ThrowingSink : TimelineSink {
   int64_t rows = 0;
   void add(const TimelineRow&) override {
