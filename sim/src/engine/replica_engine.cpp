@@ -85,6 +85,7 @@ SchedulerConfig engine_scheduler_config(const ReplayConfig& c, const KvBackend& 
       c.steady_decode && !c.check_invariants && dynamic_cast<const NullKvBackend*>(&backend);
   // The timeline's rows add the pending marks to the pool's cached count (make_row).
   s.lazy_cache_marks = s.lazy_steady_decodes;
+  s.count_pending_cache_marks = c.record_timeline;
   return s;
 }
 

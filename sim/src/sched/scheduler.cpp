@@ -1,6 +1,7 @@
 #include "kvsim/sim/sched/scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -158,6 +159,13 @@ Scheduler::Scheduler(const SchedulerConfig& config)
           kv_.coordinator() == nullptr && config_.num_lookahead_tokens == 0;
   lz_cache_marks_ = lazy_ && config_.lazy_cache_marks && !config_.async_scheduling &&
                     config_.enable_prefix_caching && config_.defer_private_block_hashes;
+  lz_count_marks_ = lz_cache_marks_ && config_.count_pending_cache_marks;
+  if (lz_count_marks_) {
+    // Four blocks' steps or more (a mark lies at most a block and two steps ahead).
+    const auto slots = std::bit_ceil(static_cast<uint64_t>(4 * config_.block_size + 8));
+    lz_marks_.resize(slots);
+    lz_marks_mask_ = slots - 1;
+  }
   if (config_.preemption_mode == PreemptionMode::SWAP) {
     // Highest slot at the bottom of the stack: slots are handed out 0, 1, 2, ... from the start.
     free_host_slots_.resize(static_cast<size_t>(config_.num_host_swap_slots));

@@ -65,6 +65,7 @@ void Scheduler::lazy_compact_running() {
   for (size_t i = w; i < running_.size(); ++i) {
     Request* r = running_[i];
     if (lz_[i].finished) {
+      mark_uncount(lz_[i]);
       lz_pos_[static_cast<size_t>(r->request_id)] = -1;
       continue;
     }
@@ -95,7 +96,9 @@ void Scheduler::lazy_settle(size_t i) {
     UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
     u.tokens += k;
     u.end = r.num_computed_tokens;
+    mark_uncount(l);
     l.sc = lz_sched_done_;
+    mark_count(l);
   }
   const int64_t updated = lz_upd_done_ - l.su;
   if (updated > 0) {
@@ -130,7 +133,9 @@ void Scheduler::lazy_depart(size_t i) {
   if (l.sb <= prev && lz_upd_done_ <= prev) {
     lz_departed_[static_cast<size_t>(prev % 2)].push_back({l.key, running_[i]});
   }
+  mark_uncount(l);
   l.member = false;
+  l.mark_batch = INT64_MAX;  // a member again predicts its mark afresh
   l.event_blocks = -1;
   lz_next_sched_[i] = INT64_MIN;
   lz_next_update_[i] = INT64_MAX;
@@ -182,7 +187,9 @@ void Scheduler::lazy_event_scheduled(size_t i) {
   r.num_in_flight_tokens += 1;
   if (async) r.num_output_placeholders += 1;
   LazyRunning& l = lz_[i];
+  mark_uncount(l);
   l.sc = lz_sched_done_ + 1;
+  mark_count(l);
   UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
   u.tokens += 1;
   u.end = r.num_computed_tokens;
@@ -240,7 +247,11 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   const int64_t next = std::min(block_end, l.stop_batch);
   l.event_blocks = block_end < l.stop_batch ? 1 : -1;
   // Sync with lazy cache marks: the new block fills at block_end - 1 (lazy_predict's rule).
-  if (lz_cache_marks_) l.mark_batch = block_end - 1 < next ? block_end - 1 : INT64_MAX;
+  if (lz_cache_marks_) {
+    mark_uncount(l);
+    l.mark_batch = block_end - 1 < next ? block_end - 1 : INT64_MAX;
+    mark_count(l);
+  }
   lz_next_sched_[i] = next;
   lz_next_update_[i] = next - lazy_sched_minus_update();
   lz_update_bound_ = std::min(lz_update_bound_, lz_next_update_[i]);
@@ -462,12 +473,6 @@ bool Scheduler::lazy_agenda_holds() const {
       }
     }
   }
-  // The pending cache marks after the last schedule, from the next step's list, are every
-  // member's (lazy_pending_cache_marks relies on it).
-  if (step_ > 0 &&
-      lazy_pending_cache_marks(step_ - 1) != lazy_count_pending_cache_marks(step_ - 1)) {
-    return false;
-  }
   return mask == agenda_mask_ &&
          std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; });
 }
@@ -534,7 +539,9 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   }
   // The schedule whose allocation (x + k + 1 tokens) fills the table, if before the event.
   const int64_t fills = new_block - 1;
+  mark_uncount(lz_[i]);
   lz_[i].mark_batch = lazy_mark && fills >= 0 && fills < j ? next_schedule + fills : INT64_MAX;
+  mark_count(lz_[i]);
   lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;
@@ -573,6 +580,28 @@ void Scheduler::lazy_after_update() {
     ++lz_num_members_;
     lazy_predict(i);
   }
+}
+
+bool Scheduler::lazy_marks_hold() const {
+  if (!lz_count_marks_) return true;
+  if (lz_marks_overflow_) return false;
+  std::vector<int32_t> expect(lz_marks_.size(), 0);
+  for (size_t k = 0; k < running_.size(); ++k) {
+    const LazyRunning& l = lz_[k];
+    if (!mark_counted(l)) continue;
+    const auto slot = static_cast<size_t>(static_cast<uint64_t>(l.mark_batch) & lz_marks_mask_);
+    if (lz_marks_[slot].batch != l.mark_batch) return false;
+    ++expect[slot];
+  }
+  for (size_t slot = 0; slot < lz_marks_.size(); ++slot) {
+    if (lz_marks_[slot].count != expect[slot]) return false;
+  }
+  // Every row's count is the pass over the members' (the rows from the last schedule's on).
+  const auto window = static_cast<int64_t>(lz_marks_.size());
+  for (int64_t b = std::max<int64_t>(0, step_ - 1); b < step_ + window; ++b) {
+    if (lazy_pending_cache_marks(b) != lazy_count_pending_cache_marks(b)) return false;
+  }
+  return true;
 }
 
 }  // namespace kvsim

@@ -261,6 +261,7 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
     // The event bound that lets schedule() and update_from_output() skip their scans.
     EXPECT_TRUE(s.lazy_event_bound_holds()) << "step " << step;
     EXPECT_TRUE(s.lazy_agenda_holds()) << "step " << step;
+    EXPECT_TRUE(s.lazy_marks_hold()) << "step " << step;
     s.settle_lazy_decodes();
     run.steps.push_back(line + " | " + describe(s, reqs));
   }

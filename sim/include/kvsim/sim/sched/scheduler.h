@@ -112,6 +112,10 @@ struct SchedulerConfig {
   // private: no lookup finds them, and everything that frees, preempts or publishes them settles
   // first). Off by default; the replay engine turns it on with lazy steady decodes.
   bool lazy_cache_marks = false;
+  // Speed only: whether lazy_pending_cache_marks() is asked every step (a timeline is recorded):
+  // the marks are then counted by batch as members change (O(1) a row); otherwise each call
+  // passes over the members and nothing is counted.
+  bool count_pending_cache_marks = true;
   // The cloned release's behaviour (core/vllm_version.h): the struct default is 0.26's;
   // make_replay_config() sets the release the user chose.
   VllmBehavior behavior = {};
@@ -351,23 +355,17 @@ class Scheduler {
   int64_t num_lazy_members() const { return lz_num_members_; }
   // Cache marks pending after schedule(batch) (SchedulerConfig::lazy_cache_marks): the members
   // whose last block that schedule completed, not marked yet. BlockPool::num_cached_blocks()
-  // plus this is the count without the option. After a quiet step, a pass over the next step's
-  // agenda list (its events: one or two members), else over every member. (Inline: a timeline
-  // row asks it every step.)
+  // plus this is the count without the option. O(1): the members' marks are counted by batch
+  // as they are predicted, settled and departed (lz_marks_). (Inline: a timeline row asks it
+  // every step.)
   int64_t lazy_pending_cache_marks(int64_t batch) const {
     if (!lz_cache_marks_) return 0;
-    // A pending mark's member has its next event at the next schedule (the mark waits for that
-    // event: lazy_predict): with the quiet-run agenda valid there, it is in that step's list.
-    if (agenda_step_ == batch + 1 && step_ == batch + 1 && agenda_update_ == first_pending_step_) {
-      int64_t n = 0;
-      const auto slot = static_cast<size_t>((batch + 1) % kAgendaSteps);
-      for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
-        const LazyRunning& l = lz_[static_cast<size_t>(i)];
-        n += static_cast<int64_t>(l.mark_batch == batch && l.sc <= batch);
-      }
-      return n;
+    if (!lz_count_marks_ || lz_marks_overflow_) [[unlikely]] {
+      return lazy_count_pending_cache_marks(batch);
     }
-    return lazy_count_pending_cache_marks(batch);
+    const MarkSlot& s =
+        lz_marks_[static_cast<size_t>(static_cast<uint64_t>(batch) & lz_marks_mask_)];
+    return s.batch == batch ? s.count : 0;
   }
   // True when no member's next event is below the bound schedule() and update_from_output() use
   // to skip their scans over running (the invariant at lz_update_bound_; for tests).
@@ -376,9 +374,11 @@ class Scheduler {
                        [this](int64_t u) { return u >= lz_update_bound_; });
   }
   // Tests: while the quiet-run agenda is valid, it lists every member exactly once, under the
-  // step of its next schedule event, its mask marks exactly the non-empty steps, and it counts
-  // the pending cache marks of every row it covers.
+  // step of its next schedule event, and its mask marks exactly the non-empty steps.
   bool lazy_agenda_holds() const;
+  // Tests: lz_marks_ counts exactly the members whose mark is counted (mark_counted), by batch,
+  // every row's count is the pass over the members', and no two batches met in one slot.
+  bool lazy_marks_hold() const;
   // Settles every member and hands each request's unreported tokens to f(request_id, tokens)
   // (a replay that stops with requests still in flight).
   template <class F>
@@ -442,6 +442,41 @@ class Scheduler {
     // mark then waits for that event (INT64_MAX: none); pending while sc <= it.
     int64_t mark_batch = INT64_MAX;
   };
+  // Pending cache marks by batch (lz_count_marks_): a member's mark is counted while it is a
+  // member with a mark not yet folded (sc <= mark_batch); slot mark_batch & lz_marks_mask_
+  // holds that batch and its count. A mark lies at most a block ahead of the schedule that
+  // predicts it and is uncounted by the member's next event (the schedule after it), so the
+  // ring (four blocks' steps or more) never holds two batches in one slot; if it ever did,
+  // lz_marks_overflow_ leaves every later count to the pass over the members.
+  struct MarkSlot {
+    int64_t batch = -1;
+    int32_t count = 0;
+  };
+  std::vector<MarkSlot> lz_marks_;
+  uint64_t lz_marks_mask_ = 0;
+  bool lz_marks_overflow_ = false;
+  static bool mark_counted(const LazyRunning& l) {
+    return l.member && l.mark_batch != INT64_MAX && l.sc <= l.mark_batch;
+  }
+  MarkSlot& mark_slot(int64_t batch) {
+    return lz_marks_[static_cast<size_t>(static_cast<uint64_t>(batch) & lz_marks_mask_)];
+  }
+  // Around every change of a member's member, sc or mark_batch: uncount before, count after.
+  void mark_uncount(const LazyRunning& l) {
+    if (!lz_count_marks_ || !mark_counted(l)) return;
+    MarkSlot& s = mark_slot(l.mark_batch);
+    if (s.batch == l.mark_batch && s.count > 0) --s.count;
+  }
+  void mark_count(const LazyRunning& l) {
+    if (!lz_count_marks_ || !mark_counted(l)) return;
+    MarkSlot& s = mark_slot(l.mark_batch);
+    if (s.count == 0) s.batch = l.mark_batch;
+    if (s.batch != l.mark_batch) [[unlikely]] {
+      lz_marks_overflow_ = true;
+      return;
+    }
+    ++s.count;
+  }
   struct LazyDeparted {  // a former member implicitly in a pending batch
     int64_t key = 0;
     Request* request = nullptr;
@@ -450,6 +485,7 @@ class Scheduler {
   // lazy_pending_cache_marks by a pass over the members.
   int64_t lazy_count_pending_cache_marks(int64_t batch) const;
   bool lz_cache_marks_ = false;  // SchedulerConfig::lazy_cache_marks, in effect (sync lazy runs)
+  bool lz_count_marks_ = false;  // ... with count_pending_cache_marks: lz_marks_ kept
   int64_t lz_sched_done_ = 0;    // schedule() calls completed
   int64_t lz_upd_done_ = 0;      // update_from_output() calls completed
   int64_t lz_next_key_ = 0;
