@@ -79,6 +79,18 @@ TimelineRow odd_row(int64_t i) {
   return r;
 }
 
+// odd_row(0..n-1), and the inline writer's bytes for them.
+std::vector<TimelineRow> odd_rows(size_t n) {
+  std::vector<TimelineRow> rows;
+  for (size_t i = 0; i < n; ++i) rows.push_back(odd_row(static_cast<int64_t>(i)));
+  return rows;
+}
+std::string inline_csv(const std::vector<TimelineRow>& rows) {
+  std::ostringstream os;
+  write_timeline_csv(os, rows);
+  return os.str();
+}
+
 TEST(TimelineCsvWriter, RowByRowEqualsTheHeldWriterAcrossManyFlushes) {
   std::vector<TimelineRow> rows;
   for (int64_t i = 0; i < 40'000; ++i) rows.push_back(odd_row(i));  // ~5 MB: 20 flushes
@@ -329,17 +341,14 @@ TEST(TimelineCsvWriter, BackgroundWritesTheInlineBytes) {
   const size_t chunk = TimelineCsvWriter::kRowsPerChunk;
   for (const size_t n : {size_t{0}, size_t{1}, chunk - 1, chunk, chunk + 1,
                          chunk * (TimelineCsvWriter::kChunksInFlight + 3) + 17}) {
-    std::vector<TimelineRow> rows;
-    for (size_t i = 0; i < n; ++i) rows.push_back(odd_row(static_cast<int64_t>(i)));
-    std::ostringstream inline_os;
-    write_timeline_csv(inline_os, rows);
+    const std::vector<TimelineRow> rows = odd_rows(n);
     std::ostringstream os;
     TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
     for (const TimelineRow& r : rows) w.add(r);
     w.finish();
     w.finish();
     EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
-    EXPECT_EQ(os.str(), inline_os.str()) << n << " rows";
+    EXPECT_EQ(os.str(), inline_csv(rows)) << n << " rows";
     EXPECT_THROW(w.add(rows.empty() ? TimelineRow{} : rows[0]), std::logic_error);
   }
 }
@@ -445,10 +454,7 @@ TEST(TimelineCsvWriter, BackgroundWriteErrorsComeBack) {
 // failed write every later row, put or added, rethrows.
 TEST(TimelineCsvWriter, PutAndAddMixedWriteTheInlineBytes) {
   const size_t n = TimelineCsvWriter::kRowsPerChunk * (TimelineCsvWriter::kChunksInFlight + 2) + 5;
-  std::vector<TimelineRow> rows;
-  for (size_t i = 0; i < n; ++i) rows.push_back(odd_row(static_cast<int64_t>(i)));
-  std::ostringstream inline_os;
-  write_timeline_csv(inline_os, rows);
+  const std::vector<TimelineRow> rows = odd_rows(n);
   std::ostringstream os;
   TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
   TimelineSink& sink = w;
@@ -465,7 +471,7 @@ TEST(TimelineCsvWriter, PutAndAddMixedWriteTheInlineBytes) {
   EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
   w.finish();
   EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
-  EXPECT_EQ(os.str(), inline_os.str());
+  EXPECT_EQ(os.str(), inline_csv(rows));
   EXPECT_THROW(sink.put(rows[0]), std::logic_error);
 
   FailingBuf buf(1 << 16);
