@@ -6,8 +6,9 @@ harness of tools/vllm_conformance/record.py (VllmHarness: the scheduler built as
 it, a one-group KVCacheConfig standing in for the GPU pool, this script playing the model runner)
 -- and `kvsim replay` (subprocess: the CLI is the reference) on the same trace and settings,
 interleaved: for each repetition, for each mode (sync, async), for each output setting (none,
-per-step rows), one vLLM run then --kvsim-runs kvsim runs (default 5: a kvsim run is ~1000x
-shorter than vLLM's, so one run per cell leaves its median at the mercy of the host's noise).
+per-step rows), one vLLM run then --kvsim-runs kvsim runs of each build given (default 5: a
+kvsim run is ~1000x shorter than vLLM's, so one run per cell leaves its median at the mercy of the
+host's noise).
 Prints the medians (vLLM over the repetitions, kvsim over all its runs), the ratios and the
 machine load (load average before and after, nproc).
 
@@ -52,6 +53,8 @@ Not a test and never run in CI (needs vLLM 0.26.0). Usage, from the repository r
       --repeats 3                                  # whole trace: ~100 s per vLLM run, 12 of them
   ... --max-requests 2000 --repeats 3              # the first 2000 requests only
   ... --modes sync --outputs none                  # one cell of the matrix
+  ... --kvsim plain=build/ci/cli/kvsim --kvsim pgo=build/pgo/cli/kvsim
+                                                   # two builds, one sitting (a row each)
 """
 
 from __future__ import annotations
@@ -113,15 +116,15 @@ def kvsim_has_vllm_version(kvsim: str) -> bool:
     return "--vllm-version" in out.stdout
 
 
-def kvsim_args(args, mode: str) -> list[str]:
-    a = [args.kvsim, "replay", str(args.trace), "--model", args.model,
+def kvsim_args(args, mode: str, kvsim: str) -> list[str]:
+    a = [kvsim, "replay", str(args.trace), "--model", args.model,
          "--num-gpu-blocks-override", str(args.num_gpu_blocks),
          "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
          "--max-num-batched-tokens", str(args.max_num_batched_tokens),
          "--step-time", f"fixed:{args.step_ms:g}", "--no-progress"]
     # The release the other side runs (kvsim's default became 0.33 in issue 26), when this
     # kvsim knows the flag.
-    if kvsim_has_vllm_version(args.kvsim):
+    if kvsim_has_vllm_version(kvsim):
         a += ["--vllm-version", args.vllm_release]
     if args.max_requests:
         a += ["--max-requests", str(args.max_requests)]
@@ -309,9 +312,9 @@ def vllm_replay(args, mode: str, reqs, model_dir: str, timeline: Path | None) ->
     }
 
 
-def kvsim_replay(args, mode: str, work: Path, timeline: Path | None) -> dict:
+def kvsim_replay(args, mode: str, kvsim: str, work: Path, timeline: Path | None) -> dict:
     js = work / "kvsim.json"
-    cmd = kvsim_args(args, mode) + ["--json", str(js)]
+    cmd = kvsim_args(args, mode, kvsim) + ["--json", str(js)]
     if timeline is not None:
         cmd += ["--timeline", str(timeline)]
     # The previous run's outputs go first, untimed: vLLM's side truncates its CSV before its timed
@@ -333,6 +336,8 @@ def kvsim_replay(args, mode: str, work: Path, timeline: Path | None) -> dict:
     return {
         "wall": w1 - w0,
         "cpu": ru.ru_utime + ru.ru_stime,
+        "user": ru.ru_utime,  # JSON only: the system share is mostly the outputs' writes
+        "sys": ru.ru_stime,
         "loop_wall": d["wall_seconds"],
         "steps": d["steps"],
         "scheduled_tokens": d["scheduled_tokens"],
@@ -361,7 +366,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--kvsim", required=True, help="kvsim binary (a Release build)")
+    ap.add_argument("--kvsim", required=True, action="append", metavar="[NAME=]PATH",
+                    help="kvsim binary (a Release build); repeat it to time several builds in the "
+                         "same sitting (each takes its --kvsim-runs after every vLLM run, in the "
+                         "order given; NAME labels its rows, by default the build folder's name)")
     ap.add_argument("--trace", type=Path, default=ROOT / "traces" / "AzureLLMInferenceTrace_conv.csv")
     ap.add_argument("--model", default="qwen2.5-7b")
     ap.add_argument("--num-gpu-blocks", type=int, default=2048)
@@ -387,7 +395,18 @@ def main() -> int:
     if args.self_check:
         args.max_requests = args.max_requests or 200
         args.repeats = 1
-    args.kvsim = str(Path(args.kvsim).resolve())
+    builds: list[tuple[str, str]] = []  # (name, resolved path), in the order given
+    for spec in args.kvsim:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = "", spec
+        resolved = Path(path).resolve()
+        # build/ci/cli/kvsim -> "ci"; a lone binary -> its file name
+        name = name or (resolved.parent.parent.name if resolved.parent.name == "cli"
+                        else resolved.name)
+        if any(name == n for n, _ in builds):
+            ap.error(f"--kvsim: two builds named {name!r} (label them NAME=PATH)")
+        builds.append((name, str(resolved)))
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import vllm
@@ -401,7 +420,8 @@ def main() -> int:
     load_before = os.getloadavg()
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    print(f"commit {commit}, kvsim {args.kvsim}, vLLM {vllm.__version__}, "
+    print(f"commit {commit}, kvsim {', '.join(f'{n}={p}' for n, p in builds)}, "
+          f"vLLM {vllm.__version__}, "
           f"python {sys.version.split()[0]}")
     print(f"trace {args.trace} (max_requests {args.max_requests or 'all'}), model {args.model}, "
           f"{args.num_gpu_blocks} blocks, max_model_len {args.max_model_len}, max_num_seqs "
@@ -414,19 +434,21 @@ def main() -> int:
     results: dict[tuple[str, str], dict[str, list[dict]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        # A private copy: others may rebuild the binary while the sitting runs.
-        source = args.kvsim
-        args.kvsim = str(work / "kvsim")
-        shutil.copy2(source, args.kvsim)
-        digest = hashlib.sha256(Path(args.kvsim).read_bytes()).hexdigest()[:16]
-        print(f"kvsim copied from {source} (modified "
-              f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(os.stat(source).st_mtime))} UTC, "
-              f"sha256 {digest}…)", flush=True)
+        # Private copies: others may rebuild a binary while the sitting runs.
+        copies: list[tuple[str, str]] = []
+        for i, (name, source) in enumerate(builds):
+            copy = str(work / f"kvsim-{i}")
+            shutil.copy2(source, copy)
+            copies.append((name, copy))
+            digest = hashlib.sha256(Path(copy).read_bytes()).hexdigest()[:16]
+            print(f"kvsim {name} copied from {source} (modified "
+                  f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(os.stat(source).st_mtime))} "
+                  f"UTC, sha256 {digest}…)", flush=True)
         model_dir = work / "model"
         model_dir.mkdir()
         (model_dir / "config.json").write_text(json.dumps(HF_CONFIG))
         # The workload, as kvsim reads it (untimed).
-        prep = kvsim_args(args, "sync") + ["--requests", str(work / "requests.csv"),
+        prep = kvsim_args(args, "sync", copies[0][1]) + ["--requests", str(work / "requests.csv"),
                                           "--json", str(work / "prep.json")]
         subprocess.run(prep, check=True, stdout=subprocess.DEVNULL)
         reqs, rejected = load_requests(work / "requests.csv")
@@ -436,42 +458,46 @@ def main() -> int:
         for rep in range(args.repeats):
             for mode in args.modes:
                 for outputs in args.outputs:
-                    cell = results.setdefault((mode, outputs), {"vllm": [], "kvsim": []})
+                    cell = results.setdefault((mode, outputs),
+                                              {"vllm": [], "kvsim": {n: [] for n, _ in copies}})
                     vt = work / "vllm_timeline.csv" if outputs == "steps" else None
                     kt = work / "kvsim_timeline.csv" if outputs == "steps" else None
                     v = vllm_replay(args, mode, reqs, str(model_dir), vt)
                     cell["vllm"].append(v)
-                    runs = []
-                    for _ in range(max(1, args.kvsim_runs)):
-                        k = kvsim_replay(args, mode, work, kt)
-                        runs.append(k)
-                        same = []
-                        for key in ("steps", "scheduled_tokens", "sim_ns"):
-                            if v[key] != k[key]:
-                                failures.append(f"{mode}/{outputs} rep {rep}: {key} vLLM "
-                                                f"{v[key]} kvsim {k[key]}")
-                            else:
-                                same.append(key)
-                        if v["unfinished"] != 0 or v["added"] != k["finished"]:
-                            failures.append(f"{mode}/{outputs} rep {rep}: vLLM added "
-                                            f"{v['added']}, left {v['unfinished']} unfinished; "
-                                            f"kvsim finished {k['finished']}")
-                        if vt is not None:
-                            diff = compare_timelines(vt, kt)
-                            if diff is not None:
-                                failures.append(f"{mode}/{outputs} rep {rep}: timelines differ: "
-                                                f"{diff}")
-                            else:
-                                same.append("per-step rows")
-                    cell["kvsim"].extend(runs)
-                    mid = statistics.median
-                    print(f"rep {rep} {mode:5} out={outputs:5}: vLLM {v['wall']:8.2f} s wall "
-                          f"{v['cpu']:8.2f} s cpu | kvsim (median of {len(runs)}) "
-                          f"{mid(r['wall'] for r in runs):.3f} s wall "
-                          f"{mid(r['cpu'] for r in runs):.3f} s cpu (loop "
-                          f"{mid(r['loop_wall'] for r in runs):.3f} s) | {k['steps']} steps, "
-                          f"{k['finished']} finished; equal: {', '.join(same)}; "
-                          f"load {os.getloadavg()[0]:.2f}", flush=True)
+                    for name, kvsim in copies:
+                        runs = []
+                        for _ in range(max(1, args.kvsim_runs)):
+                            # Each run's outputs are checked before the next replaces them.
+                            k = kvsim_replay(args, mode, kvsim, work, kt)
+                            runs.append(k)
+                            same = []
+                            for key in ("steps", "scheduled_tokens", "sim_ns"):
+                                if v[key] != k[key]:
+                                    failures.append(f"{mode}/{outputs} rep {rep} {name}: {key} "
+                                                    f"vLLM {v[key]} kvsim {k[key]}")
+                                else:
+                                    same.append(key)
+                            if v["unfinished"] != 0 or v["added"] != k["finished"]:
+                                failures.append(f"{mode}/{outputs} rep {rep} {name}: vLLM added "
+                                                f"{v['added']}, left {v['unfinished']} "
+                                                f"unfinished; kvsim finished {k['finished']}")
+                            if vt is not None:
+                                diff = compare_timelines(vt, kt)
+                                if diff is not None:
+                                    failures.append(f"{mode}/{outputs} rep {rep} {name}: "
+                                                    f"timelines differ: {diff}")
+                                else:
+                                    same.append("per-step rows")
+                        cell["kvsim"][name].extend(runs)
+                        mid = statistics.median
+                        k = runs[-1]
+                        print(f"rep {rep} {mode:5} out={outputs:5}: vLLM {v['wall']:8.2f} s wall "
+                              f"{v['cpu']:8.2f} s cpu | kvsim {name} (median of {len(runs)}) "
+                              f"{mid(r['wall'] for r in runs):.3f} s wall "
+                              f"{mid(r['cpu'] for r in runs):.3f} s cpu (loop "
+                              f"{mid(r['loop_wall'] for r in runs):.3f} s) | {k['steps']} steps, "
+                              f"{k['finished']} finished; equal: {', '.join(same)}; "
+                              f"load {os.getloadavg()[0]:.2f}", flush=True)
 
     load_after = os.getloadavg()
     med = statistics.median
@@ -480,21 +506,26 @@ def main() -> int:
           f"each; nproc {nproc}; load average before "
           f"{load_before[0]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f} "
           f"{load_after[2]:.2f}):")
-    print("| mode | per-step output | vLLM wall s | vLLM cpu s | kvsim wall s | kvsim cpu s | "
+    several = len(builds) > 1
+    print(("| kvsim build " if several else "") +
+          "| mode | per-step output | vLLM wall s | vLLM cpu s | kvsim wall s | kvsim cpu s | "
           "kvsim loop s | wall ratio | cpu ratio | loop ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(("|---" if several else "") + "|---|---|---|---|---|---|---|---|---|---|")
     summary = []
     for (mode, outputs), cell in results.items():
         vw = med(r["wall"] for r in cell["vllm"])
         vc = med(r["cpu"] for r in cell["vllm"])
-        kw = med(r["wall"] for r in cell["kvsim"])
-        kc = med(r["cpu"] for r in cell["kvsim"])
-        kl = med(r["loop_wall"] for r in cell["kvsim"])
-        print(f"| {mode} | {'timeline' if outputs == 'steps' else 'none'} | {vw:.2f} | {vc:.2f} | "
-              f"{kw:.3f} | {kc:.3f} | {kl:.3f} | {vw / kw:.0f}× | {vc / kc:.0f}× | "
-              f"{vw / kl:.0f}× |")
+        for name, runs in cell["kvsim"].items():
+            kw = med(r["wall"] for r in runs)
+            kc = med(r["cpu"] for r in runs)
+            kl = med(r["loop_wall"] for r in runs)
+            print((f"| {name} " if several else "") +
+                  f"| {mode} | {'timeline' if outputs == 'steps' else 'none'} | {vw:.2f} | "
+                  f"{vc:.2f} | {kw:.3f} | {kc:.3f} | {kl:.3f} | {vw / kw:.0f}× | {vc / kc:.0f}× | "
+                  f"{vw / kl:.0f}× |")
         summary.append({"mode": mode, "outputs": outputs, "vllm": cell["vllm"],
-                        "kvsim": cell["kvsim"]})
+                        "kvsim": cell["kvsim"] if several else next(iter(cell["kvsim"].values())),
+                        "kvsim_builds": dict(builds)})
     print("wall ratio: vLLM loop wall / kvsim process wall; cpu ratio: vLLM loop CPU / kvsim "
           "process CPU (start-up, trace parsing and output writing included); loop ratio: vLLM "
           "loop wall / kvsim replay loop wall (JSON wall_seconds: no parsing, no output writing)")
