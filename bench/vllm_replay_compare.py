@@ -6,9 +6,11 @@ harness of tools/vllm_conformance/record.py (VllmHarness: the scheduler built as
 it, a one-group KVCacheConfig standing in for the GPU pool, this script playing the model runner)
 -- and `kvsim replay` (subprocess: the CLI is the reference) on the same trace and settings,
 interleaved: for each repetition, for each mode (sync, async), for each output setting (none,
-per-step rows), one vLLM run then --kvsim-runs kvsim runs of each build given (default 5: a
-kvsim run is ~1000x shorter than vLLM's, so one run per cell leaves its median at the mercy of the
-host's noise).
+per-step rows), one vLLM run with --kvsim-runs kvsim runs of each build given around it, half
+before and half after (default 5: a kvsim run is ~1000x shorter than vLLM's, so one run per cell
+leaves its median at the mercy of the host's noise, and the VMs this project runs on change speed
+from one minute to the next: runs on both sides of the vLLM run see the stretch of time it saw).
+Only the later runs' per-step rows are compared with vLLM's (one file, rewritten by each run).
 Prints the medians (vLLM over the repetitions, kvsim over all its runs), the ratios and the
 machine load (load average before and after, nproc).
 
@@ -368,7 +370,7 @@ def main() -> int:
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--kvsim", required=True, action="append", metavar="[NAME=]PATH",
                     help="kvsim binary (a Release build); repeat it to time several builds in the "
-                         "same sitting (each takes its --kvsim-runs after every vLLM run, in the "
+                         "same sitting (each takes its --kvsim-runs around every vLLM run, in the "
                          "order given; NAME labels its rows, by default the build folder's name)")
     ap.add_argument("--trace", type=Path, default=ROOT / "traces" / "AzureLLMInferenceTrace_conv.csv")
     ap.add_argument("--model", default="qwen2.5-7b")
@@ -381,7 +383,8 @@ def main() -> int:
                     help="the first N requests only (kvsim's --max-requests; 0 = all)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions per cell")
     ap.add_argument("--kvsim-runs", type=int, default=5,
-                    help="kvsim runs after each vLLM run (all checked; medians over all)")
+                    help="kvsim runs of each build around each vLLM run, half before and half "
+                         "after (all checked; medians over all)")
     ap.add_argument("--modes", nargs="+", default=["sync", "async"], choices=["sync", "async"])
     ap.add_argument("--outputs", nargs="+", default=["none", "steps"], choices=["none", "steps"],
                     help="none: no per-step output; steps: per-step rows on both sides")
@@ -462,14 +465,23 @@ def main() -> int:
                                               {"vllm": [], "kvsim": {n: [] for n, _ in copies}})
                     vt = work / "vllm_timeline.csv" if outputs == "steps" else None
                     kt = work / "kvsim_timeline.csv" if outputs == "steps" else None
+                    # kvsim's runs around vLLM's: half before, half after. A kvsim run lasts
+                    # milliseconds and this project's VMs change speed from one minute to the
+                    # next; runs on both sides of a vLLM run see the stretch of time it saw.
+                    before = max(1, args.kvsim_runs) // 2
+                    after = max(1, args.kvsim_runs) - before
+                    early = {name: [kvsim_replay(args, mode, kvsim, work, kt)
+                                    for _ in range(before)] for name, kvsim in copies}
                     v = vllm_replay(args, mode, reqs, str(model_dir), vt)
                     cell["vllm"].append(v)
                     for name, kvsim in copies:
-                        runs = []
-                        for _ in range(max(1, args.kvsim_runs)):
-                            # Each run's outputs are checked before the next replaces them.
-                            k = kvsim_replay(args, mode, kvsim, work, kt)
-                            runs.append(k)
+                        runs = early[name]
+                        for i in range(before + after):
+                            if i >= before:
+                                # Each later run's outputs are compared before the next
+                                # replaces them (the earlier runs' timelines are not kept).
+                                runs.append(kvsim_replay(args, mode, kvsim, work, kt))
+                            k = runs[i]
                             same = []
                             for key in ("steps", "scheduled_tokens", "sim_ns"):
                                 if v[key] != k[key]:
@@ -481,7 +493,7 @@ def main() -> int:
                                 failures.append(f"{mode}/{outputs} rep {rep} {name}: vLLM added "
                                                 f"{v['added']}, left {v['unfinished']} "
                                                 f"unfinished; kvsim finished {k['finished']}")
-                            if vt is not None:
+                            if vt is not None and i >= before:
                                 diff = compare_timelines(vt, kt)
                                 if diff is not None:
                                     failures.append(f"{mode}/{outputs} rep {rep} {name}: "
@@ -490,7 +502,6 @@ def main() -> int:
                                     same.append("per-step rows")
                         cell["kvsim"][name].extend(runs)
                         mid = statistics.median
-                        k = runs[-1]
                         print(f"rep {rep} {mode:5} out={outputs:5}: vLLM {v['wall']:8.2f} s wall "
                               f"{v['cpu']:8.2f} s cpu | kvsim {name} (median of {len(runs)}) "
                               f"{mid(r['wall'] for r in runs):.3f} s wall "
