@@ -434,7 +434,8 @@ def main() -> int:
           f"{load_before[2]:.2f}", flush=True)
 
     failures: list[str] = []
-    results: dict[tuple[str, str], dict[str, list[dict]]] = {}
+    # (mode, outputs) -> {"vllm": [run, ...], "kvsim": {build name: [run, ...]}}
+    results: dict[tuple[str, str], dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         # Private copies: others may rebuild a binary while the sitting runs.
@@ -451,8 +452,8 @@ def main() -> int:
         model_dir.mkdir()
         (model_dir / "config.json").write_text(json.dumps(HF_CONFIG))
         # The workload, as kvsim reads it (untimed).
-        prep = kvsim_args(args, "sync", copies[0][1]) + ["--requests", str(work / "requests.csv"),
-                                          "--json", str(work / "prep.json")]
+        prep = kvsim_args(args, "sync", copies[0][1]) + [
+            "--requests", str(work / "requests.csv"), "--json", str(work / "prep.json")]
         subprocess.run(prep, check=True, stdout=subprocess.DEVNULL)
         reqs, rejected = load_requests(work / "requests.csv")
         print(f"{len(reqs)} requests replayed by both ({rejected} rejected by kvsim at arrival, "
