@@ -151,8 +151,11 @@ def _run_ray(fn: str, kind: str, trace: Any, args: tuple, units: int, jobs: int)
     try:
         return ray.get(refs)
     except ray.exceptions.RayTaskError as e:
-        # The shard's own exception (ValueError, kvsim.DoesNotFitError, ...), as in-process.
-        _cancel(ray, refs)
+        # The shard's own exception (ValueError, kvsim.DoesNotFitError, ...), as in-process. The
+        # other shards finish rather than being cancelled: cancelling a task whose reply is on
+        # its way aborts the driver in Ray 2.60 (task_manager.cc, "Check failed: it !=
+        # submissible_tasks_.end()", seen in this project's CI), and a shard is a bounded search.
+        ray.wait(refs, num_returns=len(refs))
         cause = getattr(e, "cause", None)
         if isinstance(cause, BaseException):
             raise cause from None
