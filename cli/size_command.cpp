@@ -57,7 +57,7 @@ bool is_size_execution_flag(const std::string& name) {
 
 // Everything that defines the results, canonically: each result-affecting flag as given, and
 // the requests actually read (so shards read from differently named copies of one trace match).
-uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
+uint64_t size_fingerprint(const CLI::App& cmd, const Trace& trace) {
   return run_fingerprint("kvsim size 1\x1e", cmd, trace, is_size_execution_flag);
 }
 
@@ -150,7 +150,7 @@ void run_size_command(const CLI::App& cmd, SizeOptions& o) {
   }
   progress.reset();
 
-  out.context.size_id = fingerprint(cmd, trace);
+  out.context.size_id = size_fingerprint(cmd, trace);
   write_outputs(o, outputs, out.context, out.results);
   fmt::print(stderr,
              "kvsim size: {} candidates{}, {} replays ({} stopped early) in {:.2f} s wall, {} "

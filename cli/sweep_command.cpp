@@ -48,7 +48,7 @@ bool is_sweep_execution_flag(const std::string& name) {
 // Everything that defines the results of a sweep, canonically: each result-affecting flag as
 // given (name=values), and the requests actually read (arrival, lengths, priority, prefix ids),
 // so shards read from differently named copies of one trace still match.
-uint64_t fingerprint(const CLI::App& cmd, const Trace& trace) {
+uint64_t sweep_fingerprint(const CLI::App& cmd, const Trace& trace) {
   return run_fingerprint("", cmd, trace, is_sweep_execution_flag);
 }
 
@@ -120,7 +120,7 @@ void run_sweep_command(const CLI::App& cmd, const SweepOptions& o) {
                r->point.index, r->point.describe(), r->outcome.requests);
   }
   const auto write_csv = [&](std::ostream& f) {
-    write_sweep_csv(f, out.rows, out.num_configs, fingerprint(cmd, trace));
+    write_sweep_csv(f, out.rows, out.num_configs, sweep_fingerprint(cmd, trace));
   };
   if (outputs.requested("--csv")) {
     write_csv(outputs.stream("--csv"));

@@ -21,7 +21,7 @@ namespace nb = nanobind;
 namespace kvsim::python {
 namespace {
 
-struct Kwargs {
+struct CalibrateKwargs {
   nb::dict d;
   template <typename T>
   void take(const char* key, T& out) {
@@ -39,7 +39,7 @@ nb::tuple calibrate(const std::vector<std::string>& measured, nb::dict plan_kwar
   job.measured = measured;
   job.plan = plan_options_from(plan_kwargs);
   job.sched = scheduler_options_from(sched_kwargs);
-  Kwargs k{calibrate_kwargs};
+  CalibrateKwargs k{calibrate_kwargs};
   std::optional<int32_t> tokens, seqs;
   k.take("max_num_batched_tokens", tokens);
   k.take("max_num_seqs", seqs);

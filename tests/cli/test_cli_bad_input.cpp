@@ -27,7 +27,7 @@ using kvsim_cli_test::slurp;
 namespace fs = std::filesystem;
 
 // The output is exactly one line, and it is the expected error.
-void expect_error(const std::string& args, const std::string& message) {
+void expect_error_mentioning(const std::string& args, const std::string& message) {
   SCOPED_TRACE(args);
   const CliRun r = run_kvsim(args);
   EXPECT_EQ(r.status, 2) << r.out;
@@ -66,19 +66,19 @@ TEST_F(CliBadInput, MergeRefusesCorruptRows) {
   ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --csv " + path("all.csv"))).status, 0);
   const std::string good = slurp(dir_ / "all.csv");
   write("cut.csv", good.substr(0, good.size() - 3));
-  expect_error("sweep --merge " + path("cut.csv"),
-               "--merge: " + path("cut.csv") + ":3: last line has no newline");
+  expect_error_mentioning("sweep --merge " + path("cut.csv"),
+                          "--merge: " + path("cut.csv") + ":3: last line has no newline");
   std::string extra = good;
   extra.insert(extra.size() - 1, ",7");
   write("extra.csv", extra);
-  expect_error("sweep --merge " + path("extra.csv"),
-               "--merge: " + path("extra.csv") + ":3: 33 fields, the header has 32");
+  expect_error_mentioning("sweep --merge " + path("extra.csv"),
+                          "--merge: " + path("extra.csv") + ":3: 33 fields, the header has 32");
   const size_t row2 = good.find('\n', good.find('\n') + 1) + 1;  // start of line 3
   for (const char* bad_index : {"-0", "00", "x"}) {
     std::string s = good;
     s.replace(row2, 1, bad_index);
     write("bad.csv", s);
-    expect_error(
+    expect_error_mentioning(
         "sweep --merge " + path("bad.csv"),
         cat({"--merge: ", path("bad.csv"),
              ":3: column 1 (config_index): not a non-negative integer (got '", bad_index, "')"}));
@@ -89,8 +89,8 @@ TEST_F(CliBadInput, MergeRefusesShardsOfDifferentSweeps) {
   ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --shard 0/2 --csv " + path("a.csv"))).status, 0);
   ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,64 --shard 1/2 --csv " + path("b.csv"))).status, 0);
   ASSERT_EQ(run_kvsim(sweep("--block-sizes 16,32 --shard 1/2 --csv " + path("c.csv"))).status, 0);
-  expect_error("sweep --merge " + path("a.csv") + " " + path("b.csv"),
-               "--merge: " + path("b.csv") + ":2: sweep_id ");
+  expect_error_mentioning("sweep --merge " + path("a.csv") + " " + path("b.csv"),
+                          "--merge: " + path("b.csv") + ":2: sweep_id ");
   const CliRun r = run_kvsim("sweep --merge " + path("a.csv") + " " + path("b.csv"));
   EXPECT_NE(r.out.find("in " + path("a.csv") + ":2: shards of different sweeps"), std::string::npos)
       << r.out;
@@ -103,21 +103,23 @@ TEST_F(CliBadInput, MergeRefusesShardsOfDifferentSweeps) {
 
 TEST_F(CliBadInput, MergeTakesOnlyFilesAndOutput) {
   ASSERT_EQ(run_kvsim(sweep("--block-sizes 16 --csv " + path("a.csv"))).status, 0);
-  expect_error("sweep --merge " + path("a.csv") + " --model qwen2.5-7b --block-sizes 16",
-               "--merge takes only the shard CSVs, -o/--output and --plot (got --model)");
-  expect_error("sweep --merge " + path("a.csv") + " -o " + path("a.csv"),
-               "--output " + path("a.csv") + ": is the same file as the --merge input");
+  expect_error_mentioning(
+      "sweep --merge " + path("a.csv") + " --model qwen2.5-7b --block-sizes 16",
+      "--merge takes only the shard CSVs, -o/--output and --plot (got --model)");
+  expect_error_mentioning("sweep --merge " + path("a.csv") + " -o " + path("a.csv"),
+                          "--output " + path("a.csv") + ": is the same file as the --merge input");
 }
 
 // ---- 3: nothing left to replay ----
 
 TEST_F(CliBadInput, NoRequestsLeftAfterFiltering) {
-  expect_error(replay("--start 100000"),
-               path("trace.csv") +
-                   ": no requests left after filtering (24 data rows read; none in the window "
-                   "--start 100000 --duration 0)");
-  expect_error(sweep("--block-sizes 16 --start 100000"),
-               path("trace.csv") + ": no requests left after filtering");
+  expect_error_mentioning(
+      replay("--start 100000"),
+      path("trace.csv") +
+          ": no requests left after filtering (24 data rows read; none in the window "
+          "--start 100000 --duration 0)");
+  expect_error_mentioning(sweep("--block-sizes 16 --start 100000"),
+                          path("trace.csv") + ": no requests left after filtering");
   write("failed.csv",
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
         "5,ChatGPT,472,0,472,Conversation log\n"
@@ -167,14 +169,16 @@ TEST_F(CliBadInput, StdoutWriteErrorsFail) {
 
 TEST_F(CliBadInput, UnusablePoolsAreRefused) {
   // vLLM 0.26 starts with a pool of one block (the null block): the replay refuses it.
-  expect_error(replay("--block-size 100000 --vllm-version 0.26"),
-               "the KV pool has 1 block(s) of 100000 tokens, 0 usable (block 0 is the null "
-               "block)");
+  expect_error_mentioning(
+      replay("--block-size 100000 --vllm-version 0.26"),
+      "the KV pool has 1 block(s) of 100000 tokens, 0 usable (block 0 is the null "
+      "block)");
   // vLLM 0.33 holds the null block back in its start-up check: the plan itself does not fit.
-  expect_error(replay("--block-size 100000"),
-               "model 'qwen2.5-7b' does not fit on 'rtx4090': one request of max_model_len 980 "
-               "needs 5.34 GiB of KV cache (1 blocks of 100000 tokens), the available KV cache "
-               "memory is 0.96 GiB (0 blocks beside the null block)");
+  expect_error_mentioning(
+      replay("--block-size 100000"),
+      "model 'qwen2.5-7b' does not fit on 'rtx4090': one request of max_model_len 980 "
+      "needs 5.34 GiB of KV cache (1 blocks of 100000 tokens), the available KV cache "
+      "memory is 0.96 GiB (0 blocks beside the null block)");
   // Every request rejected: the report is printed, then a summary error line and exit 2.
   const CliRun r = run_kvsim(replay("--max-model-len 2"));
   EXPECT_EQ(r.status, 2) << r.out;
@@ -184,7 +188,7 @@ TEST_F(CliBadInput, UnusablePoolsAreRefused) {
 }
 
 TEST_F(CliBadInput, SweepRefusesUnusablePoolsAndAllDeadConfigs) {
-  expect_error(
+  expect_error_mentioning(
       sweep("--block-sizes 16,100000 --vllm-version 0.26"),
       "sweep config 1 (block_size=100000): the KV pool has 1 block(s) of 100000 tokens, 0 usable");
   // Every config rejects everything: exit 2.
@@ -205,14 +209,14 @@ TEST_F(CliBadInput, SweepRefusesUnusablePoolsAndAllDeadConfigs) {
 // ---- 6: output paths are checked before the run ----
 
 TEST_F(CliBadInput, OutputPathsAreCheckedFirst) {
-  expect_error(replay("--json /nonexistent/x.json"),
-               "--json /nonexistent/x.json: cannot open for writing");
-  expect_error(replay("--json " + path("o") + " --timeline " + path("o")),
-               "--json and --timeline name the same file");
-  expect_error(replay("--json - --requests -"),
-               "--json - and --requests - both write to stdout; give at most one '-'");
-  expect_error(sweep("--block-sizes 16 --csv /nonexistent/x.csv"),
-               "--csv /nonexistent/x.csv: cannot open for writing");
+  expect_error_mentioning(replay("--json /nonexistent/x.json"),
+                          "--json /nonexistent/x.json: cannot open for writing");
+  expect_error_mentioning(replay("--json " + path("o") + " --timeline " + path("o")),
+                          "--json and --timeline name the same file");
+  expect_error_mentioning(replay("--json - --requests -"),
+                          "--json - and --requests - both write to stdout; give at most one '-'");
+  expect_error_mentioning(sweep("--block-sizes 16 --csv /nonexistent/x.csv"),
+                          "--csv /nonexistent/x.csv: cannot open for writing");
   // The bad path failed before the run: no replay summary on stderr.
   const CliRun r = run_kvsim(replay("--json /nonexistent/x.json"));
   EXPECT_EQ(r.out.find("kvsim replay:"), std::string::npos) << r.out;
@@ -221,23 +225,26 @@ TEST_F(CliBadInput, OutputPathsAreCheckedFirst) {
 // ---- 7: flags that would be ignored or coerced ----
 
 TEST_F(CliBadInput, IgnoredOrCoercedFlagsAreErrors) {
-  expect_error("gen --seed -1", "--seed: '-1' is not a non-negative integer");
-  expect_error("gen --seed 18446744073709551616",
-               "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
-  expect_error("gen --seed 99999999999999999999999", "--seed: 99999999999999999999999 is out");
+  expect_error_mentioning("gen --seed -1", "--seed: '-1' is not a non-negative integer");
+  expect_error_mentioning("gen --seed 18446744073709551616",
+                          "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
+  expect_error_mentioning("gen --seed 99999999999999999999999",
+                          "--seed: 99999999999999999999999 is out");
   EXPECT_EQ(run_kvsim("gen -n 1 -q --seed 18446744073709551615").status, 0);
-  expect_error(replay("--rate 5"), "--rate needs --arrival poisson");
-  expect_error(replay("--seed 3"), "--seed needs --arrival poisson");
-  expect_error(replay("--arrival poisson"), "--arrival poisson needs --rate");
-  expect_error("gen --prefix-tokens 100", "--prefix-tokens needs --prefix-groups > 0");
-  expect_error("gen --cv 2", "--cv needs --arrival gamma");
-  expect_error("gen --arrival all-at-once --rate 3",
-               "--rate needs --arrival poisson, gamma or constant");
-  expect_error(replay("--swap-space-gib 8"), "--swap-space-gib needs --preemption-mode swap");
-  expect_error(sweep("--block-sizes ,16"), "--block-sizes: item 1 of ',16' is empty");
-  expect_error(sweep("--block-sizes 16,,32"), "--block-sizes: item 2 of '16,,32' is empty");
-  expect_error(sweep("--block-sizes 16,x"), "--block-sizes: 'x' is not an integer");
-  expect_error(sweep("--kv-cache-dtypes \"\""), "--kv-cache-dtypes: empty value");
+  expect_error_mentioning(replay("--rate 5"), "--rate needs --arrival poisson");
+  expect_error_mentioning(replay("--seed 3"), "--seed needs --arrival poisson");
+  expect_error_mentioning(replay("--arrival poisson"), "--arrival poisson needs --rate");
+  expect_error_mentioning("gen --prefix-tokens 100", "--prefix-tokens needs --prefix-groups > 0");
+  expect_error_mentioning("gen --cv 2", "--cv needs --arrival gamma");
+  expect_error_mentioning("gen --arrival all-at-once --rate 3",
+                          "--rate needs --arrival poisson, gamma or constant");
+  expect_error_mentioning(replay("--swap-space-gib 8"),
+                          "--swap-space-gib needs --preemption-mode swap");
+  expect_error_mentioning(sweep("--block-sizes ,16"), "--block-sizes: item 1 of ',16' is empty");
+  expect_error_mentioning(sweep("--block-sizes 16,,32"),
+                          "--block-sizes: item 2 of '16,,32' is empty");
+  expect_error_mentioning(sweep("--block-sizes 16,x"), "--block-sizes: 'x' is not an integer");
+  expect_error_mentioning(sweep("--kv-cache-dtypes \"\""), "--kv-cache-dtypes: empty value");
 }
 
 // ---- 8: --help tells the truth; shape flags work on the default model ----
@@ -261,18 +268,19 @@ TEST_F(CliBadInput, HelpIsTruthful) {
 // ---- 9, 10: one scheduler flag set, short range messages ----
 
 TEST_F(CliBadInput, RangeMessagesAreShortAndShared) {
-  expect_error(replay("--time-scale 0"), "--time-scale: must be > 0, got 0");
-  expect_error(replay("--hash-block-size 0"), "--hash-block-size: must be > 0, got 0");
-  expect_error("gen -n 0", "--num-requests: must be > 0, got 0");
-  expect_error("gen --arrival gamma --cv 0", "--cv: must be > 0, got 0");
-  expect_error("gen --arrival burst --burst-size 0", "--burst-size: must be > 0, got 0");
-  expect_error("gen --priority-levels 0", "--priority-levels: must be > 0, got 0");
-  expect_error(sweep("--block-sizes 16 -j 0"), "--jobs: must be > 0, got 0");
-  expect_error(replay("--watermark 1"), "--watermark: must be in [0, 1), got 1");
-  expect_error(sweep("--block-sizes 16 --watermark 1"), "--watermark: must be in [0, 1), got 1");
+  expect_error_mentioning(replay("--time-scale 0"), "--time-scale: must be > 0, got 0");
+  expect_error_mentioning(replay("--hash-block-size 0"), "--hash-block-size: must be > 0, got 0");
+  expect_error_mentioning("gen -n 0", "--num-requests: must be > 0, got 0");
+  expect_error_mentioning("gen --arrival gamma --cv 0", "--cv: must be > 0, got 0");
+  expect_error_mentioning("gen --arrival burst --burst-size 0", "--burst-size: must be > 0, got 0");
+  expect_error_mentioning("gen --priority-levels 0", "--priority-levels: must be > 0, got 0");
+  expect_error_mentioning(sweep("--block-sizes 16 -j 0"), "--jobs: must be > 0, got 0");
+  expect_error_mentioning(replay("--watermark 1"), "--watermark: must be in [0, 1), got 1");
+  expect_error_mentioning(sweep("--block-sizes 16 --watermark 1"),
+                          "--watermark: must be in [0, 1), got 1");
   for (const std::string& args : {replay(""), sweep("--block-sizes 16")}) {
-    expect_error(args + " --enable-prefix-caching --no-enable-prefix-caching",
-                 "--no-enable-prefix-caching: conflicts with --enable-prefix-caching");
+    expect_error_mentioning(args + " --enable-prefix-caching --no-enable-prefix-caching",
+                            "--no-enable-prefix-caching: conflicts with --enable-prefix-caching");
   }
   const CliRun r = run_kvsim(replay("--rate 0 --arrival poisson"));
   EXPECT_EQ(r.status, 2);

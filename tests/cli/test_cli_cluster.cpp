@@ -16,12 +16,12 @@ using kvsim_cli_test::CliRun;
 using kvsim_cli_test::run_kvsim;
 using kvsim_cli_test::slurp;
 
-std::string trace(const std::string& name) {
+std::string cluster_trace(const std::string& name) {
   const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
   return std::filesystem::exists(a) ? a : "/work/shared/traces/" + name;
 }
 
-std::string tmp(const std::string& name) {
+std::string cluster_tmp(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("kvsim_cli_cluster_" + name)).string();
 }
 
@@ -29,7 +29,7 @@ const std::string kBase = " --max-requests 200 --step-time fixed:20 --no-progres
 
 TEST(CliCluster, JsonExtendsTheSingleReplicaKeys) {
   const CliRun r =
-      run_kvsim("replay " + trace("conversation_trace.jsonl") + kBase +
+      run_kvsim("replay " + cluster_trace("conversation_trace.jsonl") + kBase +
                     " --gpu h100-80g --replicas 3 --router kv-aware --slo-ttft-p99 2 --json -",
                 "2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -60,10 +60,10 @@ TEST(CliCluster, JsonExtendsTheSingleReplicaKeys) {
 }
 
 TEST(CliCluster, ReportTableAndCsvColumns) {
-  const std::string args = "replay " + trace("AzureLLMInferenceTrace_conv.csv") + kBase +
+  const std::string args = "replay " + cluster_trace("AzureLLMInferenceTrace_conv.csv") + kBase +
                            " --replicas 2 --router least-outstanding --slo-ttft-p99 1 "
                            "--slo-tpot-p99 0.2 --timeline " +
-                           tmp("tl.csv") + " --requests " + tmp("rq.csv");
+                           cluster_tmp("tl.csv") + " --requests " + cluster_tmp("rq.csv");
   const CliRun a = run_kvsim(args, "2>/dev/null");
   ASSERT_EQ(a.status, 0) << a.out;
   EXPECT_NE(a.out.find("Cluster: 2 replicas, router least-outstanding"), std::string::npos)
@@ -71,8 +71,8 @@ TEST(CliCluster, ReportTableAndCsvColumns) {
   EXPECT_NE(a.out.find("ttft99"), std::string::npos);
   EXPECT_NE(a.out.find("SLO: TTFT p99 <= 1 s, TPOT p99 <= 0.2 s"), std::string::npos);
   EXPECT_NE(a.out.find("goodput"), std::string::npos);
-  const std::string tl = slurp(tmp("tl.csv"));
-  const std::string rq = slurp(tmp("rq.csv"));
+  const std::string tl = slurp(cluster_tmp("tl.csv"));
+  const std::string rq = slurp(cluster_tmp("rq.csv"));
   EXPECT_EQ(tl.rfind("replica,step,time_s,", 0), 0U);
   EXPECT_EQ(rq.rfind("replica,request_id,", 0), 0U);
   EXPECT_EQ(std::count(rq.begin(), rq.end(), '\n'), 201);
@@ -80,25 +80,25 @@ TEST(CliCluster, ReportTableAndCsvColumns) {
   // Deterministic: the same bytes again.
   const CliRun b = run_kvsim(args, "2>/dev/null");
   EXPECT_EQ(a.out, b.out);
-  EXPECT_EQ(tl, slurp(tmp("tl.csv")));
-  EXPECT_EQ(rq, slurp(tmp("rq.csv")));
+  EXPECT_EQ(tl, slurp(cluster_tmp("tl.csv")));
+  EXPECT_EQ(rq, slurp(cluster_tmp("rq.csv")));
 }
 
 TEST(CliCluster, OneReplicaKeepsThePlainReplayBytes) {
   const std::string base =
-      "replay " + trace("conversation_trace.jsonl") + kBase + " --gpu h100-80g";
-  const CliRun plain = run_kvsim(base + " --timeline " + tmp("p_tl.csv") + " --requests " +
-                                 tmp("p_rq.csv") + " --json " + tmp("p.json"));
-  const CliRun one =
-      run_kvsim(base + " --replicas 1 --router prefix-affinity --timeline " + tmp("o_tl.csv") +
-                " --requests " + tmp("o_rq.csv") + " --json " + tmp("o.json"));
+      "replay " + cluster_trace("conversation_trace.jsonl") + kBase + " --gpu h100-80g";
+  const CliRun plain = run_kvsim(base + " --timeline " + cluster_tmp("p_tl.csv") + " --requests " +
+                                 cluster_tmp("p_rq.csv") + " --json " + cluster_tmp("p.json"));
+  const CliRun one = run_kvsim(base + " --replicas 1 --router prefix-affinity --timeline " +
+                               cluster_tmp("o_tl.csv") + " --requests " + cluster_tmp("o_rq.csv") +
+                               " --json " + cluster_tmp("o.json"));
   ASSERT_EQ(plain.status, 0) << plain.out;
   ASSERT_EQ(one.status, 0) << one.out;
-  EXPECT_EQ(slurp(tmp("p_tl.csv")), slurp(tmp("o_tl.csv")));
-  EXPECT_EQ(slurp(tmp("p_rq.csv")), slurp(tmp("o_rq.csv")));
+  EXPECT_EQ(slurp(cluster_tmp("p_tl.csv")), slurp(cluster_tmp("o_tl.csv")));
+  EXPECT_EQ(slurp(cluster_tmp("p_rq.csv")), slurp(cluster_tmp("o_rq.csv")));
   // The cluster JSON adds keys; the single-replica ones keep their values.
-  const nlohmann::json p = nlohmann::json::parse(slurp(tmp("p.json")));
-  const nlohmann::json o = nlohmann::json::parse(slurp(tmp("o.json")));
+  const nlohmann::json p = nlohmann::json::parse(slurp(cluster_tmp("p.json")));
+  const nlohmann::json o = nlohmann::json::parse(slurp(cluster_tmp("o.json")));
   for (const auto& [key, value] : p.items()) {
     if (key == "wall_seconds") continue;
     EXPECT_EQ(o[key], value) << key;
@@ -108,7 +108,7 @@ TEST(CliCluster, OneReplicaKeepsThePlainReplayBytes) {
 
 TEST(CliCluster, AdmissionRejectionsAreReported) {
   const CliRun r =
-      run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") + kBase +
+      run_kvsim("replay " + cluster_trace("AzureLLMInferenceTrace_conv.csv") + kBase +
                     " --replicas 2 --max-num-seqs 2 --admission-max-waiting-requests 1 --json -",
                 "2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -119,7 +119,7 @@ TEST(CliCluster, AdmissionRejectionsAreReported) {
 }
 
 TEST(CliCluster, BadInputIsOneLineNamingTheFlag) {
-  const std::string base = "replay " + trace("AzureLLMInferenceTrace_conv.csv") + kBase;
+  const std::string base = "replay " + cluster_trace("AzureLLMInferenceTrace_conv.csv") + kBase;
   struct Case {
     const char* flags;
     const char* expect;

@@ -25,14 +25,14 @@ namespace fs = std::filesystem;
 using kvsim_cli_test::CliRun;
 
 // Runs the kvsim binary with `args`; `redirect` picks what is captured ("2>&1": both streams).
-CliRun kvsim(const std::string& args, const std::string& redirect = "2>&1") {
+CliRun gen_kvsim(const std::string& args, const std::string& redirect = "2>&1") {
   return kvsim_cli_test::run_kvsim(args, redirect);
 }
 
 // The run fails with status 2 and prints exactly the one line "kvsim: error: <message>".
-void expect_error(const std::string& args, const std::string& message) {
+void expect_gen_error(const std::string& args, const std::string& message) {
   SCOPED_TRACE(args);
-  const CliRun r = kvsim(args);
+  const CliRun r = gen_kvsim(args);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.out, fmt::format("kvsim: error: {}\n", message));
 }
@@ -67,9 +67,9 @@ TEST_F(CliGen, SameSeedSameBytesOnStdoutAndInAFile) {
   const std::string flags =
       "gen -n 40 --arrival gamma --rate 3 --cv 2 --input-len lognormal:6,0.7 "
       "--output-len uniform:4,64 --prefix-groups 3 --prefix-tokens 48";
-  const CliRun a = kvsim(flags + " --seed 7", "2>/dev/null");
-  const CliRun b = kvsim(flags + " --seed 7", "2>/dev/null");
-  const CliRun c = kvsim(flags + " --seed 8", "2>/dev/null");
+  const CliRun a = gen_kvsim(flags + " --seed 7", "2>/dev/null");
+  const CliRun b = gen_kvsim(flags + " --seed 7", "2>/dev/null");
+  const CliRun c = gen_kvsim(flags + " --seed 8", "2>/dev/null");
   ASSERT_EQ(a.status, 0);
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
@@ -83,7 +83,7 @@ TEST_F(CliGen, SameSeedSameBytesOnStdoutAndInAFile) {
     EXPECT_EQ(static_cast<int64_t>(r.at("hash_ids").size()), (in + 15) / 16);
   }
   const std::string file = path("t.jsonl");
-  const CliRun w = kvsim(flags + " --seed 7 -o " + file);
+  const CliRun w = gen_kvsim(flags + " --seed 7 -o " + file);
   ASSERT_EQ(w.status, 0) << w.out;
   EXPECT_EQ(w.out.rfind("kvsim gen: wrote 40 requests to " + file, 0), 0u) << w.out;
   std::ifstream in(file, std::ios::binary);
@@ -93,14 +93,14 @@ TEST_F(CliGen, SameSeedSameBytesOnStdoutAndInAFile) {
 
 TEST_F(CliGen, PrefixEncodingsHonourTheirFlags) {
   const std::string base = "gen -q -n 12 --seed 3 --prefix-groups 2 --prefix-tokens 40 ";
-  const CliRun h = kvsim(base + "--hash-block-size 32", "2>/dev/null");
+  const CliRun h = gen_kvsim(base + "--hash-block-size 32", "2>/dev/null");
   ASSERT_EQ(h.status, 0);
   for (const auto& r : records(h.out)) {
     const int64_t in = r.at("input_tokens");
     EXPECT_EQ(r.at("hash_block_size"), 32);
     EXPECT_EQ(static_cast<int64_t>(r.at("hash_ids").size()), (in + 31) / 32);
   }
-  const CliRun t = kvsim(base + "--prefix-as token-ids --vocab-size 50", "2>/dev/null");
+  const CliRun t = gen_kvsim(base + "--prefix-as token-ids --vocab-size 50", "2>/dev/null");
   ASSERT_EQ(t.status, 0);
   for (const auto& r : records(t.out)) {
     const auto& ids = r.at("prompt_token_ids");
@@ -116,34 +116,34 @@ TEST_F(CliGen, BadSpecsAreOneLineErrors) {
   const std::string forms =
       "(expected fixed:N, uniform:LO,HI, normal:MEAN,SIGMA, lognormal:MU,SIGMA, zipf:S,MAX or "
       "empirical:PATH)";
-  expect_error("gen --input-len bogus:1",
-               "--input-len: length distribution 'bogus:1': unknown kind 'bogus' " + forms);
-  expect_error("gen --output-len uniform:5",
-               "--output-len: length distribution 'uniform:5': needs 2 number(s) " + forms);
-  expect_error("gen --input-len fixed:1x",
-               "--input-len: length distribution 'fixed:1x': '1x' is not a number " + forms);
-  expect_error("gen --seed -1", "--seed: '-1' is not a non-negative integer");
-  expect_error("gen --seed 18446744073709551616",
-               "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
+  expect_gen_error("gen --input-len bogus:1",
+                   "--input-len: length distribution 'bogus:1': unknown kind 'bogus' " + forms);
+  expect_gen_error("gen --output-len uniform:5",
+                   "--output-len: length distribution 'uniform:5': needs 2 number(s) " + forms);
+  expect_gen_error("gen --input-len fixed:1x",
+                   "--input-len: length distribution 'fixed:1x': '1x' is not a number " + forms);
+  expect_gen_error("gen --seed -1", "--seed: '-1' is not a non-negative integer");
+  expect_gen_error("gen --seed 18446744073709551616",
+                   "--seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
   const std::string missing = path("missing.csv");
-  const CliRun r = kvsim("gen --input-len empirical:" + missing);
+  const CliRun r = gen_kvsim("gen --input-len empirical:" + missing);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_NE(r.out.find(missing), std::string::npos) << r.out;
 }
 
 TEST_F(CliGen, FlagsThatWouldBeIgnoredAreRefused) {
-  expect_error("gen --hash-block-size 32",
-               "--hash-block-size needs --prefix-groups > 0 and --prefix-as hash-ids");
-  expect_error("gen --vocab-size 100",
-               "--vocab-size needs --prefix-groups > 0 and --prefix-as token-ids");
+  expect_gen_error("gen --hash-block-size 32",
+                   "--hash-block-size needs --prefix-groups > 0 and --prefix-as hash-ids");
+  expect_gen_error("gen --vocab-size 100",
+                   "--vocab-size needs --prefix-groups > 0 and --prefix-as token-ids");
   const std::string prefixes = "gen --prefix-groups 2 --prefix-tokens 64 ";
-  expect_error(prefixes + "--vocab-size 100",
-               "--vocab-size needs --prefix-groups > 0 and --prefix-as token-ids");
-  expect_error(prefixes + "--prefix-as token-ids --hash-block-size 32",
-               "--hash-block-size needs --prefix-groups > 0 and --prefix-as hash-ids");
-  expect_error("gen --arrival constant --cv 2", "--cv needs --arrival gamma");
-  expect_error("gen --prefix-tokens 64", "--prefix-tokens needs --prefix-groups > 0");
+  expect_gen_error(prefixes + "--vocab-size 100",
+                   "--vocab-size needs --prefix-groups > 0 and --prefix-as token-ids");
+  expect_gen_error(prefixes + "--prefix-as token-ids --hash-block-size 32",
+                   "--hash-block-size needs --prefix-groups > 0 and --prefix-as hash-ids");
+  expect_gen_error("gen --arrival constant --cv 2", "--cv needs --arrival gamma");
+  expect_gen_error("gen --prefix-tokens 64", "--prefix-tokens needs --prefix-groups > 0");
   EXPECT_FALSE(fs::exists(path("none.jsonl")));
 }
 
@@ -151,20 +151,21 @@ TEST_F(CliGen, FlagsThatWouldBeIgnoredAreRefused) {
 // --hash-block-size instead of ignoring it.
 TEST_F(CliGen, ReplayRefusesHashBlockSizeForTracesWithoutHashIds) {
   const std::string plain = path("plain.jsonl");
-  ASSERT_EQ(kvsim("gen -q -n 5 --seed 1 -o " + plain).status, 0);
-  expect_error("replay " + plain + " --step-time fixed:5 --no-progress --hash-block-size 16",
-               "--hash-block-size 16 applies to traces with hash_ids, and " + plain +
-                   " (kvsim) has none; drop the flag");
+  ASSERT_EQ(gen_kvsim("gen -q -n 5 --seed 1 -o " + plain).status, 0);
+  expect_gen_error("replay " + plain + " --step-time fixed:5 --no-progress --hash-block-size 16",
+                   "--hash-block-size 16 applies to traces with hash_ids, and " + plain +
+                       " (kvsim) has none; drop the flag");
   const std::string csv = path("t.csv");
   std::ofstream(csv) << "arrived_at,num_prefill_tokens,num_decode_tokens\n0.5,100,7\n";
-  expect_error("replay " + csv + " --step-time fixed:5 --no-progress --hash-block-size 16",
-               "--hash-block-size 16 applies to traces with hash_ids, and " + csv +
-                   " (vidur) has none; drop the flag");
+  expect_gen_error("replay " + csv + " --step-time fixed:5 --no-progress --hash-block-size 16",
+                   "--hash-block-size 16 applies to traces with hash_ids, and " + csv +
+                       " (vidur) has none; drop the flag");
   const std::string hashed = path("hashed.jsonl");
-  ASSERT_EQ(kvsim("gen -q -n 5 --seed 1 --prefix-groups 1 --prefix-tokens 32 -o " + hashed).status,
-            0);
+  ASSERT_EQ(
+      gen_kvsim("gen -q -n 5 --seed 1 --prefix-groups 1 --prefix-tokens 32 -o " + hashed).status,
+      0);
   const CliRun ok =
-      kvsim("replay " + hashed + " --step-time fixed:5 --no-progress --hash-block-size 16");
+      gen_kvsim("replay " + hashed + " --step-time fixed:5 --no-progress --hash-block-size 16");
   EXPECT_EQ(ok.status, 0) << ok.out;
 }
 
@@ -175,15 +176,16 @@ namespace {
 // Issue 23: normal/lognormal lengths follow uniform's rule (refused when they would mostly clip;
 // clipped silently before) and the clipped draws that remain are counted on the summary line.
 TEST(CliGenClipping, RefusesMostlyClippedLengthsAndCountsTheRest) {
-  expect_error("gen -n 5 --output-len normal:0,10 -o /dev/null",
-               "--output-len normal:0,10: 52 % of the draws would fall outside [1, 16777216] and "
-               "be clipped (at most 10 % may be; a mean inside the range with a smaller SIGMA "
-               "fits)");
-  const CliRun r = kvsim("gen -n 2000 --output-len normal:16,10 -o /dev/null");
+  expect_gen_error(
+      "gen -n 5 --output-len normal:0,10 -o /dev/null",
+      "--output-len normal:0,10: 52 % of the draws would fall outside [1, 16777216] and "
+      "be clipped (at most 10 % may be; a mean inside the range with a smaller SIGMA "
+      "fits)");
+  const CliRun r = gen_kvsim("gen -n 2000 --output-len normal:16,10 -o /dev/null");
   EXPECT_EQ(r.status, 0) << r.out;
   // P(16 + 10 z < 0.5) = 6.1 %: about 120 of 2000.
   EXPECT_NE(r.out.find("; clipped to the valid range: 0 input and 1"), std::string::npos) << r.out;
-  const CliRun none = kvsim("gen -n 20 -o /dev/null");
+  const CliRun none = gen_kvsim("gen -n 20 -o /dev/null");
   EXPECT_EQ(none.out.find("clipped"), std::string::npos) << none.out;
 }
 

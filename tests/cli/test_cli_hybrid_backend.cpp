@@ -15,15 +15,15 @@ namespace {
 using kvsim_cli_test::CliRun;
 using kvsim_cli_test::run_kvsim;
 
-std::string trace(const std::string& name) {
+std::string hybrid_trace(const std::string& name) {
   const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
   return std::filesystem::exists(a) ? a : "/work/shared/traces/" + name;
 }
 
 nlohmann::json replay_json(const std::string& args) {
-  const CliRun r = run_kvsim("replay " + trace("BurstGPT_1.head400.csv") + " " + args +
-                                 " --json - --no-progress",
-                             "2>/dev/null");
+  const CliRun r = run_kvsim(
+      "replay " + hybrid_trace("BurstGPT_1.head400.csv") + " " + args + " --json - --no-progress",
+      "2>/dev/null");
   EXPECT_EQ(r.status, 0) << r.out;
   return nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2));
 }

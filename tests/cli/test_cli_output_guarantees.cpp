@@ -58,7 +58,7 @@ class CliOutputs : public kvsim_cli_test::CliFilesFixture {
 };
 
 // Runs `kvsim` with args through the shell with env in front (env settings, ulimit, pipes).
-CliRun sh(const std::string& script) {
+CliRun run_sh(const std::string& script) {
   CliRun r;
   FILE* p = popen(cat({"( ", script, " ) 2>&1"}).c_str(), "r");
   if (p == nullptr) return r;
@@ -70,7 +70,7 @@ CliRun sh(const std::string& script) {
   return r;
 }
 
-std::string kvsim() {
+std::string quoted_kvsim() {
   return cat({"'", KVSIM_BINARY, "' "});
 }
 
@@ -79,8 +79,8 @@ std::string kvsim() {
 TEST_F(CliOutputs, SizePlotNamedThroughASymlinkToTheTraceIsRefused) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   fs::create_symlink(trace_, dir_ / "plot.png");
-  const CliRun r =
-      sh(cat({fake_plot_env(), kvsim(), size(cat({"--plot ", (dir_ / "plot.png").string()}))}));
+  const CliRun r = run_sh(
+      cat({fake_plot_env(), quoted_kvsim(), size(cat({"--plot ", (dir_ / "plot.png").string()}))}));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("is the same file as the trace"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(trace_), trace_text());
@@ -102,8 +102,8 @@ TEST_F(CliOutputs, SizePlotKeepsStdoutJsonCleanAndIsWrittenWhole) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = write("p.svg", "previous plot\n");
   // stdout only: the script's "wrote ..." line must not land in the JSON.
-  const CliRun r =
-      sh(cat({fake_plot_env(), kvsim(), size(cat({"--json - --plot ", plot})), " 2>/dev/null"}));
+  const CliRun r = run_sh(cat(
+      {fake_plot_env(), quoted_kvsim(), size(cat({"--json - --plot ", plot})), " 2>/dev/null"}));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
   EXPECT_EQ(r.out.find("wrote"), std::string::npos) << r.out;
@@ -111,7 +111,8 @@ TEST_F(CliOutputs, SizePlotKeepsStdoutJsonCleanAndIsWrittenWhole) {
   EXPECT_EQ(temporaries(), 0);
   // A failing script leaves the previous plot (and no temporary), even though it wrote half.
   write("p.svg", "previous plot\n");
-  const CliRun f = sh(cat({"FAIL=1 ", fake_plot_env(), kvsim(), size(cat({"--plot ", plot}))}));
+  const CliRun f =
+      run_sh(cat({"FAIL=1 ", fake_plot_env(), quoted_kvsim(), size(cat({"--plot ", plot}))}));
   EXPECT_EQ(f.status, 2) << f.out;
   EXPECT_NE(f.out.find("--plot " + plot + ": python3"), std::string::npos) << f.out;
   EXPECT_EQ(slurp(plot), "previous plot\n");
@@ -121,7 +122,7 @@ TEST_F(CliOutputs, SizePlotKeepsStdoutJsonCleanAndIsWrittenWhole) {
 TEST_F(CliOutputs, SizePlotDoesNotCreateFolders) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = (dir_ / "missing" / "p.png").string();
-  const CliRun r = sh(cat({fake_plot_env(), kvsim(), size(cat({"--plot ", plot}))}));
+  const CliRun r = run_sh(cat({fake_plot_env(), quoted_kvsim(), size(cat({"--plot ", plot}))}));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--plot " + plot + ": cannot open for writing"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir_ / "missing"));
@@ -183,8 +184,8 @@ TEST_F(CliOutputs, AFileSizeLimitIsAWriteErrorNotASilentDeath) {
     const std::string trace = write("t_in.csv", c.trace_text);
     const std::string out = write("t.csv", "previous timeline\n");
     const CliRun r =
-        sh(cat({"ulimit -f ", c.limit_kib, "; ", kvsim(), "replay ", trace, c.args,
-                " --step-time fixed:5 --no-progress --timeline ", out, " >/dev/null"}));
+        run_sh(cat({"ulimit -f ", c.limit_kib, "; ", quoted_kvsim(), "replay ", trace, c.args,
+                    " --step-time fixed:5 --no-progress --timeline ", out, " >/dev/null"}));
     EXPECT_EQ(r.status, 2) << r.out;
     EXPECT_NE(r.out.find(cat({"--timeline ", out, ": cannot write: File too large"})),
               std::string::npos)
@@ -198,9 +199,9 @@ TEST_F(CliOutputs, AClosedStdoutPipeIsAWriteErrorNamingTheFlag) {
   const std::string trace = write("long.csv", long_trace_text());
   const std::string json = write("r.json", "previous json\n");
   // The reader is gone before kvsim writes: every write to stdout fails with EPIPE.
-  const CliRun r = sh(cat({"{ sleep 0.3; ", kvsim(), "replay ", trace,
-                           " --step-time fixed:5 --no-progress --timeline - --json ", json,
-                           "; echo \"status=$?\" >&2; } | true"}));
+  const CliRun r = run_sh(cat({"{ sleep 0.3; ", quoted_kvsim(), "replay ", trace,
+                               " --step-time fixed:5 --no-progress --timeline - --json ", json,
+                               "; echo \"status=$?\" >&2; } | true"}));
   EXPECT_NE(r.out.find("status=2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("writing standard output failed (--timeline -): Broken pipe"),
             std::string::npos)
@@ -324,22 +325,22 @@ TEST_F(CliOutputs, DevStdoutIsADuplicateOfDash) {
 // --- traces that are pipes or FIFOs -------------------------------------------------------
 
 TEST_F(CliOutputs, ATraceOnAPipeIsReadOnce) {
-  const CliRun r = sh(
-      cat({"cat ", trace_, " | ", kvsim(), "replay /dev/stdin --step-time fixed:5 --no-progress"}));
+  const CliRun r = run_sh(cat({"cat ", trace_, " | ", quoted_kvsim(),
+                               "replay /dev/stdin --step-time fixed:5 --no-progress"}));
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("kvsim replay: 24 requests"), std::string::npos) << r.out;
   // Process substitution (bash): /dev/fd/N, a pipe too.
   if (std::system("bash -c true >/dev/null 2>&1") == 0) {
-    const CliRun b = sh(cat(
-        {"bash -c \"", kvsim(), "replay <(cat ", trace_, ") --step-time fixed:5 --no-progress\""}));
+    const CliRun b = run_sh(cat({"bash -c \"", quoted_kvsim(), "replay <(cat ", trace_,
+                                 ") --step-time fixed:5 --no-progress\""}));
     EXPECT_EQ(b.status, 0) << b.out;
     EXPECT_NE(b.out.find("kvsim replay: 24 requests"), std::string::npos) << b.out;
   }
   // A FIFO with a writer (bounded by timeout: reading it twice would wait for a second writer).
   const std::string fifo = (dir_ / "trace.fifo").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const CliRun f = sh(cat({"cat ", trace_, " > ", fifo, " & timeout 20 ", kvsim(), "replay ", fifo,
-                           " --step-time fixed:5 --no-progress; wait"}));
+  const CliRun f = run_sh(cat({"cat ", trace_, " > ", fifo, " & timeout 20 ", quoted_kvsim(),
+                               "replay ", fifo, " --step-time fixed:5 --no-progress; wait"}));
   EXPECT_EQ(f.status, 0) << f.out;
   EXPECT_NE(f.out.find("kvsim replay: 24 requests"), std::string::npos) << f.out;
 }

@@ -28,7 +28,7 @@ size_t count_lines(const std::string& s) {
   return n;
 }
 
-const std::string kLesson =
+const std::string kPlanLesson =
     "plan --model qwen2.5-7b --vram-gib 24 --gpu-memory-utilization 0.90 --overhead-gib 1.6 "
     "--max-model-len 8192";
 const std::string kSpec63 =
@@ -42,7 +42,7 @@ nlohmann::json plan_json(const std::string& args) {
 }
 
 TEST(CliPlan, LessonTableHumanOutput) {
-  CliRun r = run_kvsim(kLesson, kStdoutOnly);
+  CliRun r = run_kvsim(kPlanLesson, kStdoutOnly);
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("13 concurrent sequences of 8,192 tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("57,344 B/token"), std::string::npos) << r.out;
@@ -53,26 +53,28 @@ TEST(CliPlan, LessonTableHumanOutput) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("vLLM 0.33.0 block arithmetic"), std::string::npos) << r.out;
-  r = run_kvsim(kLesson + " --weights-gib 5.5", kStdoutOnly);
+  r = run_kvsim(kPlanLesson + " --weights-gib 5.5", kStdoutOnly);
   EXPECT_NE(r.out.find("33 concurrent sequences"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("14.50 GiB"), std::string::npos) << r.out;
-  r = run_kvsim(kLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64", kStdoutOnly);
+  r = run_kvsim(kPlanLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64",
+                kStdoutOnly);
   EXPECT_NE(r.out.find("66 concurrent sequences"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("8,484 tokens each for 64 concurrent sequences"), std::string::npos)
       << r.out;
 }
 
 TEST(CliPlan, LessonTableJson) {
-  EXPECT_EQ(plan_json(kLesson)["max_concurrency"], 13);
-  EXPECT_EQ(plan_json(kLesson + " --weights-gib 5.5")["max_concurrency"], 33);
-  const auto j = plan_json(kLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64");
+  EXPECT_EQ(plan_json(kPlanLesson)["max_concurrency"], 13);
+  EXPECT_EQ(plan_json(kPlanLesson + " --weights-gib 5.5")["max_concurrency"], 33);
+  const auto j =
+      plan_json(kPlanLesson + " --weights-gib 5.5 --kv-cache-dtype fp8 --concurrency 64");
   EXPECT_EQ(j["max_concurrency"], 66);
   EXPECT_EQ(j["max_context_tokens"], 8484);
   EXPECT_EQ(j["kappa_bytes"], 28672);
 }
 
 TEST(CliPlan, JsonHasTheDocumentedKeys) {
-  const auto j = plan_json(kLesson + " --concurrency 8");
+  const auto j = plan_json(kPlanLesson + " --concurrency 8");
   for (const char* key :
        {"kappa_bytes", "kv_budget_bytes", "kv_budget_gib", "kv_per_seq_bytes", "max_concurrency",
         "max_context_tokens", "num_gpu_blocks", "gpu_kv_cache_tokens", "vllm_max_concurrency",
@@ -85,7 +87,7 @@ TEST(CliPlan, JsonHasTheDocumentedKeys) {
   EXPECT_TRUE(j["vllm_max_concurrency"].is_number_float());
   EXPECT_EQ(j["kv_per_seq_bytes"], 57344LL * 8192);
   // Without --concurrency the inverse answer is absent.
-  EXPECT_FALSE(plan_json(kLesson).contains("max_context_tokens"));
+  EXPECT_FALSE(plan_json(kPlanLesson).contains("max_context_tokens"));
 }
 
 TEST(CliPlan, Spec63VllmLinesExactly) {
@@ -156,7 +158,7 @@ TEST(CliPlan, ConfigJsonGivesThePresetsAnswer) {
 }
 
 // Every error: exactly one line on stderr starting "kvsim: error:", nothing on stdout, exit 2.
-void expect_error(const std::string& args, const std::string& needle) {
+void expect_one_line_error(const std::string& args, const std::string& needle) {
   const CliRun merged = run_kvsim(args);
   EXPECT_EQ(merged.status, 2) << args << "\n" << merged.out;
   EXPECT_EQ(merged.out.rfind("kvsim: error: ", 0), 0u) << merged.out;
@@ -165,58 +167,60 @@ void expect_error(const std::string& args, const std::string& needle) {
 }
 
 TEST(CliPlanErrors, UnknownModelListsTheKnownOnes) {
-  expect_error("plan --model gpt-9", "known: qwen2.5-7b, qwen2.5-72b, llama-3.1-8b");
-  expect_error("plan --model qwen2.5-7b --gpu tpu-v9", "unknown gpu 'tpu-v9'");
+  expect_one_line_error("plan --model gpt-9", "known: qwen2.5-7b, qwen2.5-72b, llama-3.1-8b");
+  expect_one_line_error("plan --model qwen2.5-7b --gpu tpu-v9", "unknown gpu 'tpu-v9'");
 }
 
 TEST(CliPlanErrors, BadSizes) {
-  expect_error("plan --model qwen2.5-7b --vram-gib -24",
-               "--vram-gib must be in (0, 1e+06] (got -24)");
-  expect_error("plan --model qwen2.5-7b --vram-gib 0", "--vram-gib must be in (0, 1e+06] (got 0)");
-  expect_error("plan --model qwen2.5-7b --gpu-memory-utilization 1.2",
-               "--gpu-memory-utilization must be in (0, 1]");
-  expect_error("plan --model qwen2.5-7b --gpu-memory-utilization 0",
-               "--gpu-memory-utilization must be in (0, 1]");
-  expect_error("plan --model qwen2.5-7b --overhead-gib -1",
-               "--overhead-gib must be in [0, 1e+06] (got -1)");
-  expect_error("plan --model qwen2.5-7b --weights-gib -2",
-               "--weights-gib must be in [0, 1e+06] (got -2)");
-  expect_error("plan --model qwen2.5-7b --max-model-len 0", "--max-model-len must be > 0");
-  expect_error("plan --model qwen2.5-7b --block-size -16",
-               "--block-size must be in [1, 1048576] (got -16)");
-  expect_error("plan --model qwen2.5-7b --concurrency 0", "--concurrency must be > 0");
-  expect_error("plan --num-layers -1 --num-kv-heads 8 --head-dim 128 --weights-gib 1",
-               "--num-layers must be in [1, 1024] (got -1)");
-  expect_error("plan --model qwen2.5-7b --vram-gib lots", "--vram-gib");
-  expect_error("plan --model qwen2.5-7b --kv-cache-dtype int4", "--kv-cache-dtype");
-  expect_error("plan --model qwen2.5-7b --quantization bnb", "--quantization");
-  expect_error("plan --model qwen2.5-7b --gpu a100-80g --tp 3", "--tensor-parallel-size (3)");
+  expect_one_line_error("plan --model qwen2.5-7b --vram-gib -24",
+                        "--vram-gib must be in (0, 1e+06] (got -24)");
+  expect_one_line_error("plan --model qwen2.5-7b --vram-gib 0",
+                        "--vram-gib must be in (0, 1e+06] (got 0)");
+  expect_one_line_error("plan --model qwen2.5-7b --gpu-memory-utilization 1.2",
+                        "--gpu-memory-utilization must be in (0, 1]");
+  expect_one_line_error("plan --model qwen2.5-7b --gpu-memory-utilization 0",
+                        "--gpu-memory-utilization must be in (0, 1]");
+  expect_one_line_error("plan --model qwen2.5-7b --overhead-gib -1",
+                        "--overhead-gib must be in [0, 1e+06] (got -1)");
+  expect_one_line_error("plan --model qwen2.5-7b --weights-gib -2",
+                        "--weights-gib must be in [0, 1e+06] (got -2)");
+  expect_one_line_error("plan --model qwen2.5-7b --max-model-len 0", "--max-model-len must be > 0");
+  expect_one_line_error("plan --model qwen2.5-7b --block-size -16",
+                        "--block-size must be in [1, 1048576] (got -16)");
+  expect_one_line_error("plan --model qwen2.5-7b --concurrency 0", "--concurrency must be > 0");
+  expect_one_line_error("plan --num-layers -1 --num-kv-heads 8 --head-dim 128 --weights-gib 1",
+                        "--num-layers must be in [1, 1024] (got -1)");
+  expect_one_line_error("plan --model qwen2.5-7b --vram-gib lots", "--vram-gib");
+  expect_one_line_error("plan --model qwen2.5-7b --kv-cache-dtype int4", "--kv-cache-dtype");
+  expect_one_line_error("plan --model qwen2.5-7b --quantization bnb", "--quantization");
+  expect_one_line_error("plan --model qwen2.5-7b --gpu a100-80g --tp 3",
+                        "--tensor-parallel-size (3)");
 }
 
 TEST(CliPlanErrors, MissingModelOrWeights) {
-  expect_error("plan --vram-gib 24", "no model");
-  expect_error("plan --num-layers 32 --num-kv-heads 8 --head-dim 128 --max-model-len 4096",
-               "--weights-gib or --num-params");
-  expect_error("plan --model qwen2.5-7b --config " + data("hf_qwen2.5-7b-instruct.json"),
-               "either --model or --config");
+  expect_one_line_error("plan --vram-gib 24", "no model");
+  expect_one_line_error("plan --num-layers 32 --num-kv-heads 8 --head-dim 128 --max-model-len 4096",
+                        "--weights-gib or --num-params");
+  expect_one_line_error("plan --model qwen2.5-7b --config " + data("hf_qwen2.5-7b-instruct.json"),
+                        "either --model or --config");
 }
 
 TEST(CliPlanErrors, MalformedConfig) {
-  expect_error("plan --config " + data("hf_malformed.json"), "malformed JSON");
-  expect_error("plan --config " + data("hf_bad_field.json"),
-               "hf_bad_field.json:4: field 'num_hidden_layers'");
-  expect_error("plan --config " + data("no-such-config.json"), "cannot open");
+  expect_one_line_error("plan --config " + data("hf_malformed.json"), "malformed JSON");
+  expect_one_line_error("plan --config " + data("hf_bad_field.json"),
+                        "hf_bad_field.json:4: field 'num_hidden_layers'");
+  expect_one_line_error("plan --config " + data("no-such-config.json"), "cannot open");
 }
 
 TEST(CliPlanErrors, DoesNotFit) {
   // BF16 70B weights on a 24 GiB card: the budget is negative.
-  expect_error("plan --model llama-3.1-70b --gpu rtx4090 --max-model-len 4096",
-               "does not fit on 'rtx4090': KV budget");
+  expect_one_line_error("plan --model llama-3.1-70b --gpu rtx4090 --max-model-len 4096",
+                        "does not fit on 'rtx4090': KV budget");
   // Llama-3.1-8B at its full 131,072 context needs 16 GiB for one request.
-  expect_error("plan --model llama-3.1-8b --gpu rtx4090",
-               "one request of max_model_len 131072 needs 16.00 GiB");
-  expect_error(kSpec63 + " --max-model-len 8193 --num-gpu-blocks-override 512",
-               "needs 1.00 GiB of KV cache (513 blocks");
+  expect_one_line_error("plan --model llama-3.1-8b --gpu rtx4090",
+                        "one request of max_model_len 131072 needs 16.00 GiB");
+  expect_one_line_error(kSpec63 + " --max-model-len 8193 --num-gpu-blocks-override 512",
+                        "needs 1.00 GiB of KV cache (513 blocks");
 }
 
 // The acceptance check: `kvsim plan --config <gpt-oss-20b config.json>` with an explicit
@@ -276,7 +280,7 @@ TEST(CliPlan, LargeCardBatchDefaultFollowsTheRelease) {
 }
 
 TEST(CliPlanErrors, UnknownVllmVersion) {
-  expect_error("plan --model qwen2.5-7b --vllm-version 0.30", "--vllm-version");
+  expect_one_line_error("plan --model qwen2.5-7b --vllm-version 0.30", "--vllm-version");
 }
 
 // Llama 4 Scout: vLLM turns the hybrid manager off for chunked local attention by default.

@@ -30,12 +30,12 @@ bool have_python() {
   return std::system("python3 -c '' >/dev/null 2>&1") == 0;
 }
 
-std::string kvsim() {
+std::string plot_kvsim() {
   return cat({"'", KVSIM_BINARY, "' "});
 }
 
 // The shell line's stdout and stderr together.
-CliRun sh(const std::string& script) {
+CliRun plot_sh(const std::string& script) {
   return run_shell(cat({"( ", script, " ) 2>&1"}));
 }
 
@@ -93,8 +93,8 @@ TEST_F(CliPlot, ReplayPlotGetsTheSummaryTimelineAndRequestsAndKeepsStdoutClean) 
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = write("r.svg", "previous plot\n");
   // --json - alone on stdout: neither the report nor the script's "wrote" line joins it.
-  const CliRun r =
-      sh(cat({fake_plot_env(), kvsim(), replay(cat({"--json - --plot ", plot})), " 2>/dev/null"}));
+  const CliRun r = plot_sh(cat(
+      {fake_plot_env(), plot_kvsim(), replay(cat({"--json - --plot ", plot})), " 2>/dev/null"}));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
   EXPECT_EQ(r.out.find("wrote"), std::string::npos) << r.out;
@@ -109,7 +109,8 @@ TEST_F(CliPlot, ReplayPlotGetsTheSummaryTimelineAndRequestsAndKeepsStdoutClean) 
 TEST_F(CliPlot, AClusterReplayPlotsPerReplica) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = (dir_ / "c.png").string();
-  const CliRun r = sh(cat({fake_plot_env(), kvsim(), replay(cat({"--replicas 2 --plot ", plot}))}));
+  const CliRun r =
+      plot_sh(cat({fake_plot_env(), plot_kvsim(), replay(cat({"--replicas 2 --plot ", plot}))}));
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string drawn = slurp(plot);
   EXPECT_EQ(drawn.rfind("PLOT plot_cluster.py png\n--summary {\n--timeline replica,step,", 0), 0u)
@@ -122,8 +123,8 @@ TEST_F(CliPlot, AFailingReplayPlotChangesNoOutput) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = write("r.png", "previous plot\n");
   const std::string json = write("r.json", "previous json\n");
-  const CliRun f = sh(
-      cat({"FAIL=1 ", fake_plot_env(), kvsim(), replay(cat({"--json ", json, " --plot ", plot}))}));
+  const CliRun f = plot_sh(cat({"FAIL=1 ", fake_plot_env(), plot_kvsim(),
+                                replay(cat({"--json ", json, " --plot ", plot}))}));
   EXPECT_EQ(f.status, 2) << f.out;
   EXPECT_NE(f.out.find("--plot " + plot + ": python3"), std::string::npos) << f.out;
   EXPECT_EQ(slurp(plot), "previous plot\n");
@@ -135,8 +136,8 @@ TEST_F(CliPlot, AFailingReplayPlotChangesNoOutput) {
 TEST_F(CliPlot, AReplayThatRejectsEveryRequestDrawsNothing) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = write("r.png", "previous plot\n");
-  const CliRun r =
-      sh(cat({fake_plot_env(), kvsim(), replay(cat({"--max-model-len 1 --plot ", plot}))}));
+  const CliRun r = plot_sh(
+      cat({fake_plot_env(), plot_kvsim(), replay(cat({"--max-model-len 1 --plot ", plot}))}));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("no output file was changed"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(plot), "previous plot\n");
@@ -170,8 +171,8 @@ TEST_F(CliPlot, AReplayPlotIsRefusedWhereAnyOutputWouldBe) {
 TEST_F(CliPlot, SweepPlotGetsTheCsvAndKeepsStdoutClean) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string plot = (dir_ / "s.pdf").string();
-  const CliRun r =
-      sh(cat({fake_plot_env(), kvsim(), sweep(cat({"--csv - --plot ", plot})), " 2>/dev/null"}));
+  const CliRun r = plot_sh(
+      cat({fake_plot_env(), plot_kvsim(), sweep(cat({"--csv - --plot ", plot})), " 2>/dev/null"}));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.find("wrote"), std::string::npos) << r.out;
   const std::string header = r.out.substr(0, r.out.find('\n'));
@@ -185,8 +186,8 @@ TEST_F(CliPlot, SweepPlotDoesNotChangeTheCsv) {
   const std::string with_plot = (dir_ / "b.csv").string();
   ASSERT_EQ(run_kvsim(sweep(cat({"-q --csv ", plain}))).status, 0);
   const CliRun r =
-      sh(cat({fake_plot_env(), kvsim(),
-              sweep(cat({"-q --csv ", with_plot, " --plot ", dir_.string(), "/s.png"}))}));
+      plot_sh(cat({fake_plot_env(), plot_kvsim(),
+                   sweep(cat({"-q --csv ", with_plot, " --plot ", dir_.string(), "/s.png"}))}));
   ASSERT_EQ(r.status, 0) << r.out;
   // The same sweep_id: --plot, like --csv, is not a result-defining flag (shards still merge).
   EXPECT_EQ(slurp(plain), slurp(with_plot));
@@ -196,8 +197,8 @@ TEST_F(CliPlot, AFailingSweepPlotKeepsThePreviousCsvAndPlot) {
   if (!have_python()) GTEST_SKIP() << "no python3";
   const std::string csv = write("s.csv", "previous csv\n");
   const std::string plot = write("s.png", "previous plot\n");
-  const CliRun f = sh(
-      cat({"FAIL=1 ", fake_plot_env(), kvsim(), sweep(cat({"-q --csv ", csv, " --plot ", plot}))}));
+  const CliRun f = plot_sh(cat({"FAIL=1 ", fake_plot_env(), plot_kvsim(),
+                                sweep(cat({"-q --csv ", csv, " --plot ", plot}))}));
   EXPECT_EQ(f.status, 2) << f.out;
   EXPECT_NE(f.out.find("--plot " + plot + ": python3"), std::string::npos) << f.out;
   EXPECT_EQ(slurp(csv), "previous csv\n");
@@ -218,8 +219,8 @@ TEST_F(CliPlot, SweepMergeDrawsTheMergedCsvAndNeverOverAShard) {
             std::string::npos)
       << shard.out;
   const std::string plot = (dir_ / "m.svg").string();
-  const CliRun r = sh(cat(
-      {fake_plot_env(), kvsim(), "sweep --merge ", a, " ", b, " --plot ", plot, " 2>/dev/null"}));
+  const CliRun r = plot_sh(cat({fake_plot_env(), plot_kvsim(), "sweep --merge ", a, " ", b,
+                                " --plot ", plot, " 2>/dev/null"}));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.rfind("config_index,", 0), 0u) << r.out;  // the merged CSV on stdout, alone
   EXPECT_EQ(slurp(plot).rfind("PLOT plot_sweep.py svg\ninput config_index,", 0), 0u) << slurp(plot);
@@ -253,8 +254,8 @@ TEST_F(CliPlotPython, PythonOnPathIsUsedWhenItHasMatplotlib) {
       "if [ \"$1\" = -c ]; then exit 0; fi\n"
       "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo FAKE > \"$2\"; fi; shift; done\n");
   const std::string plot = (dir_ / "z.png").string();
-  const CliRun r = sh(cat({"env -u KVSIM_PYTHON PATH=", bin, ":/usr/bin:/bin ", kvsim(),
-                           size(cat({"--plot ", plot}))}));
+  const CliRun r = plot_sh(cat({"env -u KVSIM_PYTHON PATH=", bin, ":/usr/bin:/bin ", plot_kvsim(),
+                                size(cat({"--plot ", plot}))}));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(slurp(plot), "FAKE\n");
 }
@@ -262,8 +263,8 @@ TEST_F(CliPlotPython, PythonOnPathIsUsedWhenItHasMatplotlib) {
 TEST_F(CliPlotPython, WithoutMatplotlibOnPathDebiansPythonIsTriedAndEachOneTriedIsNamed) {
   const std::string bin = fake_python("exit 1\n");  // no matplotlib (nor anything else)
   const std::string plot = (dir_ / "z.png").string();
-  const CliRun r = sh(cat({"env -u KVSIM_PYTHON -u KVSIM_TOOLS_DIR PATH=", bin, " ", kvsim(),
-                           size(cat({"--plot ", plot}))}));
+  const CliRun r = plot_sh(cat({"env -u KVSIM_PYTHON -u KVSIM_TOOLS_DIR PATH=", bin, " ",
+                                plot_kvsim(), size(cat({"--plot ", plot}))}));
   const bool debian_has_it =
       std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0;
   if (debian_has_it) {
@@ -285,8 +286,8 @@ TEST_F(CliPlotPython, WithoutMatplotlibOnPathDebiansPythonIsTriedAndEachOneTried
 }
 
 TEST_F(CliPlotPython, KvsimPythonIsUsedAsGiven) {
-  const CliRun r = sh(cat({"KVSIM_PYTHON=", (dir_ / "no-such-python").string(), " ", kvsim(),
-                           size(cat({"--plot ", (dir_ / "z.png").string()}))}));
+  const CliRun r = plot_sh(cat({"KVSIM_PYTHON=", (dir_ / "no-such-python").string(), " ",
+                                plot_kvsim(), size(cat({"--plot ", (dir_ / "z.png").string()}))}));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find(cat({"cannot run ", (dir_ / "no-such-python").string()})), std::string::npos)
       << r.out;
@@ -306,14 +307,14 @@ TEST_F(CliPlotPython, RealPlotsFromEveryCommand) {
   const std::string c = (dir_ / "cluster.svg").string();
   const std::string s = (dir_ / "sweep.pdf").string();
   const std::string z = (dir_ / "size.png").string();
-  const CliRun a = sh(cat({env, kvsim(), replay(cat({"--plot ", r}))}));
+  const CliRun a = plot_sh(cat({env, plot_kvsim(), replay(cat({"--plot ", r}))}));
   ASSERT_EQ(a.status, 0) << a.out;
   const CliRun b =
-      sh(cat({env, kvsim(), replay(cat({"--replicas 2 --slo-ttft-p99 1 --plot ", c}))}));
+      plot_sh(cat({env, plot_kvsim(), replay(cat({"--replicas 2 --slo-ttft-p99 1 --plot ", c}))}));
   ASSERT_EQ(b.status, 0) << b.out;
-  const CliRun d = sh(cat({env, kvsim(), sweep(cat({"-q --plot ", s}))}));
+  const CliRun d = plot_sh(cat({env, plot_kvsim(), sweep(cat({"-q --plot ", s}))}));
   ASSERT_EQ(d.status, 0) << d.out;
-  const CliRun e = sh(cat({env, kvsim(), size(cat({"--plot ", z}))}));
+  const CliRun e = plot_sh(cat({env, plot_kvsim(), size(cat({"--plot ", z}))}));
   ASSERT_EQ(e.status, 0) << e.out;
   EXPECT_EQ(slurp(r).rfind("\x89PNG", 0), 0u);
   EXPECT_NE(slurp(c).find("<svg"), std::string::npos);

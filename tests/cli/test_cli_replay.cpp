@@ -21,17 +21,17 @@ using kvsim_cli_test::CliRun;
 using kvsim_cli_test::run_kvsim;
 using kvsim_cli_test::slurp;
 
-std::string trace(const std::string& name) {
+std::string replay_trace(const std::string& name) {
   const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
   return std::filesystem::exists(a) ? a : "/work/shared/traces/" + name;
 }
 
-std::string tmp(const std::string& name) {
+std::string replay_tmp(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("kvsim_cli_replay_" + name)).string();
 }
 
 TEST(CliReplay, JsonSummaryHasTheReliedOnKeys) {
-  const CliRun r = run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+  const CliRun r = run_kvsim("replay " + replay_trace("AzureLLMInferenceTrace_conv.csv") +
                              " --max-requests 300 --step-time fixed:20 --json - --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string json = r.out.substr(0, r.out.rfind("}\n") + 2);
@@ -72,10 +72,12 @@ TEST(CliReplay, JsonSummaryHasTheReliedOnKeys) {
 }
 
 TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
-  const std::string args = "replay " + trace("splitwise_conv.csv") +
+  const std::string args = "replay " + replay_trace("splitwise_conv.csv") +
                            " --max-requests 400 --num-gpu-blocks-override 2000 --no-progress";
-  const CliRun a = run_kvsim(args + " --timeline " + tmp("a.csv") + " --requests " + tmp("ra.csv"));
-  const CliRun b = run_kvsim(args + " --timeline " + tmp("b.csv") + " --requests " + tmp("rb.csv"));
+  const CliRun a = run_kvsim(args + " --timeline " + replay_tmp("a.csv") + " --requests " +
+                             replay_tmp("ra.csv"));
+  const CliRun b = run_kvsim(args + " --timeline " + replay_tmp("b.csv") + " --requests " +
+                             replay_tmp("rb.csv"));
   ASSERT_EQ(a.status, 0) << a.out;
   ASSERT_EQ(b.status, 0) << b.out;
   // Everything but the stderr wall-time line is byte-identical.
@@ -85,11 +87,11 @@ TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
   EXPECT_NE(a.out.find("Maximum concurrency for"), std::string::npos);
   EXPECT_NE(a.out.find("binding limit"), std::string::npos);
   EXPECT_NE(a.out.find("(overridden)"), std::string::npos);
-  const std::string ta = slurp(tmp("a.csv"));
-  EXPECT_EQ(ta, slurp(tmp("b.csv")));
-  EXPECT_EQ(slurp(tmp("ra.csv")), slurp(tmp("rb.csv")));
+  const std::string ta = slurp(replay_tmp("a.csv"));
+  EXPECT_EQ(ta, slurp(replay_tmp("b.csv")));
+  EXPECT_EQ(slurp(replay_tmp("ra.csv")), slurp(replay_tmp("rb.csv")));
   EXPECT_EQ(ta.rfind("step,time_s,duration_s,running,waiting,", 0), 0u);
-  const std::string ra = slurp(tmp("ra.csv"));
+  const std::string ra = slurp(replay_tmp("ra.csv"));
   // Header + 400 request rows.
   EXPECT_EQ(std::count(ra.begin(), ra.end(), '\n'), 401);
 }
@@ -98,7 +100,7 @@ TEST(CliReplay, HumanReportAndCsvsAreDeterministic) {
 // the JSON and the report say which ran; an explicit --async-scheduling refuses swap, while swap
 // alone runs sync (vLLM turns async off by default for an incompatible option).
 TEST(CliReplay, SchedulingModeFlags) {
-  const std::string base = "replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+  const std::string base = "replay " + replay_trace("AzureLLMInferenceTrace_conv.csv") +
                            " --max-requests 200 --step-time fixed:20 --no-progress --json - ";
   auto mode_of = [](const CliRun& r) {
     return nlohmann::json::parse(r.out.substr(0, r.out.rfind("}\n") + 2)).at("async_scheduling");
@@ -121,7 +123,7 @@ TEST(CliReplay, SchedulingModeFlags) {
       << both.out;
   const CliRun clash = run_kvsim(base + "--async-scheduling --no-async-scheduling");
   EXPECT_EQ(clash.status, 2) << clash.out;
-  const CliRun report = run_kvsim("replay " + trace("AzureLLMInferenceTrace_conv.csv") +
+  const CliRun report = run_kvsim("replay " + replay_trace("AzureLLMInferenceTrace_conv.csv") +
                                   " --max-requests 200 --step-time fixed:20 --no-progress");
   EXPECT_NE(report.out.find("async (vLLM's default) scheduling"), std::string::npos);
   EXPECT_NE(report.out.find("async scheduling: "), std::string::npos);
@@ -132,21 +134,21 @@ TEST(CliReplay, BadInputIsOneLineAndExit2) {
   EXPECT_EQ(missing.status, 2);
   EXPECT_EQ(missing.out.rfind("kvsim: error: ", 0), 0u) << missing.out;
   EXPECT_EQ(std::count(missing.out.begin(), missing.out.end(), '\n'), 1) << missing.out;
-  const CliRun mode =
-      run_kvsim("replay " + trace("splitwise_conv.csv") + " --preemption-mode swapp --no-progress");
+  const CliRun mode = run_kvsim("replay " + replay_trace("splitwise_conv.csv") +
+                                " --preemption-mode swapp --no-progress");
   EXPECT_EQ(mode.status, 2);
   EXPECT_EQ(mode.out.rfind("kvsim: error: --preemption-mode", 0), 0u) << mode.out;
   EXPECT_EQ(std::count(mode.out.begin(), mode.out.end(), '\n'), 1) << mode.out;
   for (const char* bad : {"--swap-bandwidth-gbps 0", "--swap-bandwidth-gbps nan",
                           "--swap-space-gib -1", "--swap-space-gib inf"}) {
-    const CliRun r = run_kvsim("replay " + trace("splitwise_conv.csv") +
+    const CliRun r = run_kvsim("replay " + replay_trace("splitwise_conv.csv") +
                                " --preemption-mode swap --no-progress " + bad);
     EXPECT_EQ(r.status, 2) << bad;
     const std::string flag = std::string(bad).substr(0, std::string(bad).find(' '));
     EXPECT_EQ(r.out.rfind("kvsim: error: " + flag, 0), 0u) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   }
-  const CliRun wm = run_kvsim("replay " + trace("splitwise_conv.csv") + " --watermark 1.5");
+  const CliRun wm = run_kvsim("replay " + replay_trace("splitwise_conv.csv") + " --watermark 1.5");
   EXPECT_EQ(wm.status, 2);
   EXPECT_NE(wm.out.find("watermark"), std::string::npos) << wm.out;
 }
@@ -154,7 +156,7 @@ TEST(CliReplay, BadInputIsOneLineAndExit2) {
 TEST(CliReplay, TinyPoolRejectsWithReasons) {
   // 64 blocks of 16: prompts above 63 blocks are rejected at arrival, counted by reason. (A
   // max_model_len request needs all 64 blocks: vLLM 0.26 starts, 0.33 refuses to.)
-  const CliRun r = run_kvsim("replay " + trace("AzureLLMInferenceTrace_code.csv") +
+  const CliRun r = run_kvsim("replay " + replay_trace("AzureLLMInferenceTrace_code.csv") +
                              " --max-requests 200 --num-gpu-blocks-override 64 --max-model-len 1024"
                              " --step-time fixed:5 --json - --no-progress --vllm-version 0.26");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -172,7 +174,7 @@ TEST(CliReplay, TinyPoolRejectsWithReasons) {
 // 1 KV head of 16: 2048 B per block of 16 bf16 tokens) through the host twin.
 std::string swap_args(const std::string& mode, const std::string& gib,
                       const std::string& json = "-") {
-  return "replay " + trace("splitwise_conv.csv") +
+  return "replay " + replay_trace("splitwise_conv.csv") +
          " --max-requests 24 --arrival all-at-once --num-gpu-blocks-override 300 --num-layers 2 "
          "--num-kv-heads 1"
          " --head-dim 16 --weights-gib 1 --step-time fixed:10 --backend host --no-progress"
@@ -226,7 +228,7 @@ TEST(CliReplay, BackendLayerCapIsReported) {
   const nlohmann::json a = json_of(all);
   EXPECT_EQ(a["num_layers"], 2);
   EXPECT_EQ(a["backend_layers"], 2);
-  const std::string report_file = tmp("layers_report.json");
+  const std::string report_file = replay_tmp("layers_report.json");
   const CliRun one = run_kvsim(swap_args("recompute", "", report_file) + " --backend-max-layers 1");
   ASSERT_EQ(one.status, 0) << one.out;
   const nlohmann::json o = nlohmann::json::parse(slurp(report_file));
@@ -241,8 +243,8 @@ TEST(CliReplay, BackendLayerCapIsReported) {
 
 TEST(CliReplay, SwapSpaceExhaustionFallsBackAndTimelineHasSwapColumns) {
   // 0.00005 GiB = 26 slots of 2048 B: too few for one of the victims.
-  const std::string tl = tmp("swap_timeline.csv");
-  const std::string js = tmp("swap_summary.json");
+  const std::string tl = replay_tmp("swap_timeline.csv");
+  const std::string js = replay_tmp("swap_summary.json");
   const CliRun c = run_kvsim(swap_args("swap", "0.00005", js) + " --timeline " + tl);
   ASSERT_EQ(c.status, 0) << c.out;
   const nlohmann::json j = nlohmann::json::parse(slurp(js));

@@ -17,7 +17,7 @@ using kvsim_cli_test::run_kvsim;
 
 const std::string kTrace = cat({KVSIM_SOURCE_DIR, "/tests/data/traces/azure_head.csv.gz"});
 
-void expect_error(const std::string& args, const std::string& message) {
+void expect_exact_error(const std::string& args, const std::string& message) {
   SCOPED_TRACE(args);
   const CliRun r = run_kvsim(args);
   EXPECT_EQ(r.status, 2) << r.out;
@@ -43,12 +43,15 @@ TEST(CliStrictInputs, UnknownCommandIsAnErrorEvenWithHelp) {
 TEST(CliStrictInputs, RouterKnobsNeedTheirRouter) {
   const std::string replay =
       cat({"replay '", kTrace, "' --model qwen2.5-7b --no-progress --replicas 2 "});
-  expect_error(cat({replay, "--affinity-load-factor 2"}),
-               "--affinity-load-factor needs --router prefix-affinity (got --router round-robin)");
-  expect_error(cat({replay, "--router kv-aware --affinity-prefix-blocks 8"}),
-               "--affinity-prefix-blocks needs --router prefix-affinity (got --router kv-aware)");
-  expect_error(cat({replay, "--router prefix-affinity --kv-aware-load-weight 2"}),
-               "--kv-aware-load-weight needs --router kv-aware (got --router prefix-affinity)");
+  expect_exact_error(
+      cat({replay, "--affinity-load-factor 2"}),
+      "--affinity-load-factor needs --router prefix-affinity (got --router round-robin)");
+  expect_exact_error(
+      cat({replay, "--router kv-aware --affinity-prefix-blocks 8"}),
+      "--affinity-prefix-blocks needs --router prefix-affinity (got --router kv-aware)");
+  expect_exact_error(
+      cat({replay, "--router prefix-affinity --kv-aware-load-weight 2"}),
+      "--kv-aware-load-weight needs --router kv-aware (got --router prefix-affinity)");
   EXPECT_EQ(run_kvsim(cat({replay, "--router prefix-affinity --affinity-load-factor 2"}),
                       "2>/dev/null >/dev/null")
                 .status,
@@ -58,18 +61,19 @@ TEST(CliStrictInputs, RouterKnobsNeedTheirRouter) {
 TEST(CliStrictInputs, KvCacheDtypesAreCheckedUpFront) {
   const std::string list =
       "(expected auto, bfloat16, float16, float32, fp8, fp8_e4m3, fp8_e5m2 or fp8_ds_mla)";
-  expect_error("plan --model qwen2.5-7b --kv-cache-dtype fp88",
-               cat({"--kv-cache-dtype: unknown value 'fp88' ", list}));
-  expect_error(cat({"sweep '", kTrace, "' --model qwen2.5-7b --kv-cache-dtypes auto,fp88"}),
-               cat({"--kv-cache-dtypes: unknown value 'fp88' ", list}));
+  expect_exact_error("plan --model qwen2.5-7b --kv-cache-dtype fp88",
+                     cat({"--kv-cache-dtype: unknown value 'fp88' ", list}));
+  expect_exact_error(cat({"sweep '", kTrace, "' --model qwen2.5-7b --kv-cache-dtypes auto,fp88"}),
+                     cat({"--kv-cache-dtypes: unknown value 'fp88' ", list}));
   const std::string size = cat({"size '", kTrace,
                                 "' --model qwen2.5-7b --gpus l40s --tp 1 --slo-ttft-p99 1 "
                                 "--slo-tpot-p99 1 --kv-cache-dtype "});
-  expect_error(cat({size, "auto,fp88"}), cat({"--kv-cache-dtype: unknown value 'fp88' ", list}));
-  expect_error(cat({size, "auto,fp8_ds_mla"}),
-               "--kv-cache-dtype: fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
-  expect_error(cat({"sweep '", kTrace, "' --model qwen2.5-7b --kv-cache-dtypes fp8_ds_mla"}),
-               "--kv-cache-dtypes: fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
+  expect_exact_error(cat({size, "auto,fp88"}),
+                     cat({"--kv-cache-dtype: unknown value 'fp88' ", list}));
+  expect_exact_error(cat({size, "auto,fp8_ds_mla"}),
+                     "--kv-cache-dtype: fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
+  expect_exact_error(cat({"sweep '", kTrace, "' --model qwen2.5-7b --kv-cache-dtypes fp8_ds_mla"}),
+                     "--kv-cache-dtypes: fp8_ds_mla needs an MLA model ('qwen2.5-7b' is not one)");
 }
 
 TEST(CliStrictInputs, AllRejectedNamesTheReasonsAlsoForAdmissionControl) {

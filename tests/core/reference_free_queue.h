@@ -17,7 +17,7 @@
 
 #include "kvsim/core/types.h"
 
-namespace kvsim::testing {
+namespace kvsim::reference {
 
 class ReferenceFreeKVCacheBlockQueue {
  public:
@@ -113,4 +113,4 @@ class ReferenceFreeKVCacheBlockQueue {
   std::vector<int32_t> next_;
 };
 
-}  // namespace kvsim::testing
+}  // namespace kvsim::reference

@@ -15,13 +15,10 @@
 #include "kvsim/core/block_pool.h"
 #include "kvsim/core/kv_cache_manager.h"
 
+#include "property_ops.h"
+
 namespace kvsim {
 namespace {
-
-int64_t scaled_ops(int64_t base) {
-  if (const char* s = std::getenv("KVSIM_PROPERTY_OPS")) return std::max<int64_t>(1, std::atoll(s));
-  return base;
-}
 
 // The reference: a plain list for the free queue, a map of ref counts, and a map from hash to an
 // insertion-ordered list of blocks. Written for clarity, not speed.

@@ -8,17 +8,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "property_ops.h"
 #include "reference_free_queue.h"
 
 namespace kvsim {
 namespace {
 
 using V = std::vector<BlockId>;
-
-int64_t scaled_ops(int64_t base) {
-  if (const char* s = std::getenv("KVSIM_PROPERTY_OPS")) return std::max<int64_t>(1, std::atoll(s));
-  return base;
-}
 
 TEST(FreeKVCacheBlockQueue, StartsAscendingAndPopsFromHead) {
   FreeKVCacheBlockQueue q(5);
@@ -86,7 +82,7 @@ TEST(FreeKVCacheBlockQueue, TombstonesAreSkippedAndEndsStayLive) {
 TEST(FreeKVCacheBlockQueue, CompactionAndWrapKeepOrder) {
   constexpr int32_t kN = 40;
   FreeKVCacheBlockQueue q(kN);
-  testing::ReferenceFreeKVCacheBlockQueue ref(kN);
+  reference::ReferenceFreeKVCacheBlockQueue ref(kN);
   const uint32_t cap = q.capacity();
   EXPECT_GE(cap, static_cast<uint32_t>(kN + kN / 4));
   for (int round = 0; round < 200; ++round) {
@@ -116,7 +112,7 @@ TEST(FreeKVCacheBlockQueue, CompactionAndWrapKeepOrder) {
 // list gives the same pops, sizes and membership; the ring's invariants hold throughout.
 void run_against_reference(int32_t num_blocks, int64_t ops, uint64_t seed) {
   FreeKVCacheBlockQueue q(num_blocks);
-  testing::ReferenceFreeKVCacheBlockQueue ref(num_blocks);
+  reference::ReferenceFreeKVCacheBlockQueue ref(num_blocks);
   std::mt19937_64 rng(seed);
   V taken;  // blocks out of the queue, in no particular order
   auto take = [&](size_t i) {
@@ -270,7 +266,7 @@ TEST(FreeKVCacheBlockQueue, PrependIfAllAcrossTheWrap) {
   constexpr int32_t kN = 12;
   for (int32_t shift = 0; shift < 40; ++shift) {
     FreeKVCacheBlockQueue q(kN);
-    testing::ReferenceFreeKVCacheBlockQueue ref(kN);
+    reference::ReferenceFreeKVCacheBlockQueue ref(kN);
     // Move the head around the ring: pop and re-append `shift` blocks.
     for (int32_t i = 0; i < shift; ++i) {
       const BlockId b = q.popleft();

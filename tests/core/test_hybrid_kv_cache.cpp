@@ -20,6 +20,7 @@
 #include "kvsim/core/kv_cache_spec.h"
 
 #include "kv_cache_spec_fixture.h"
+#include "property_ops.h"
 
 namespace kvsim {
 namespace {
@@ -234,11 +235,7 @@ TEST(HybridKVCache, RejectsAConfigThatDisagreesWithThePool) {
 // scheduler does.
 void run_random_traffic(const std::vector<KVCacheSpec>& specs, bool caching, uint64_t seed,
                         int32_t retention_interval) {
-  const int64_t ops = [] {
-    if (const char* s = std::getenv("KVSIM_PROPERTY_OPS"))
-      return std::max<int64_t>(1, std::atoll(s));
-    return int64_t{6000};
-  }();
+  const int64_t ops = scaled_ops(6000);
   constexpr int32_t kL = 400;
   KVCacheManagerConfig c = config(specs, 60, caching, kL);
   c.prefix_cache_retention_interval = retention_interval;

@@ -12,7 +12,7 @@ namespace {
 
 using V = std::vector<BlockId>;
 
-V ids(std::optional<std::span<const BlockId>> s) {
+V block_ids(std::optional<std::span<const BlockId>> s) {
   return s ? V(s->begin(), s->end()) : V{};
 }
 V table(const KVCacheManager& m, int64_t id) {
@@ -62,7 +62,7 @@ std::optional<std::span<const BlockId>> admit(KVCacheManager& m, Request& r,
 TEST(KVCacheManager, SpecSection41Illustration) {
   KVCacheManager m({.num_gpu_blocks = 10, .block_size = 4, .max_model_len = 64});
   Request r1 = make_request(1, iota_tokens(10), 4);
-  EXPECT_EQ(ids(admit(m, r1)), (V{1, 2, 3}));
+  EXPECT_EQ(block_ids(admit(m, r1)), (V{1, 2, 3}));
   EXPECT_TRUE(m.block_pool().is_cached(1));
   EXPECT_TRUE(m.block_pool().is_cached(2));
   EXPECT_FALSE(m.block_pool().is_cached(3));
@@ -75,7 +75,7 @@ TEST(KVCacheManager, SpecSection41Illustration) {
   ComputedBlocks hit = m.get_computed_blocks(r2);
   EXPECT_EQ(hit.blocks, (V{1, 2}));
   EXPECT_EQ(hit.num_computed_tokens, 8);
-  EXPECT_EQ(ids(admit(m, r2)), (V{4}));
+  EXPECT_EQ(block_ids(admit(m, r2)), (V{4}));
   EXPECT_EQ(table(m, 1), (V{1, 2, 3}));
   EXPECT_EQ(table(m, 2), (V{1, 2, 4}));
   EXPECT_EQ(m.block_pool().ref_cnt(1), 2);
@@ -83,7 +83,7 @@ TEST(KVCacheManager, SpecSection41Illustration) {
   m.free(r1);
   EXPECT_EQ(m.block_pool().free_block_queue().get_all_free_blocks(), (V{3, 5, 6, 7, 8, 9}));
   Request r3 = make_request(3, iota_tokens(5, 1000), 4);
-  EXPECT_EQ(ids(admit(m, r3)), (V{3, 5}));
+  EXPECT_EQ(block_ids(admit(m, r3)), (V{3, 5}));
   m.check_invariants();
 }
 
@@ -126,7 +126,7 @@ TEST(KVCacheManager, FreedTablesAreReusedWithoutChangingBehaviour) {
     ASSERT_TRUE(got);
     // The freed table [a, b, c] is prepended in reverse, so the next request gets [c, b, a].
     const V want = id % 2 == 0 ? V{1, 2, 3} : V{3, 2, 1};
-    EXPECT_EQ(ids(got), want) << "request " << id;
+    EXPECT_EQ(block_ids(got), want) << "request " << id;
     EXPECT_EQ(table(m, id), want);
     m.free(r);
     EXPECT_TRUE(table(m, id).empty());
@@ -199,11 +199,11 @@ TEST(KVCacheManager, OneNewBlockIsAllocateSlotsOfOneToken) {
         if (one) {
           ++one_block_calls;
           ASSERT_TRUE(want.has_value());
-          ASSERT_EQ(ids(want), V{b});
+          ASSERT_EQ(block_ids(want), V{b});
         } else {
-          ASSERT_EQ(ids(fast.allocate_slots(fr[i], {.num_new_tokens = 1})), ids(want));
+          ASSERT_EQ(block_ids(fast.allocate_slots(fr[i], {.num_new_tokens = 1})), block_ids(want));
           if (want) {
-            ASSERT_NE(ids(want).size(), 1u) << "the one-block case was refused";
+            ASSERT_NE(block_ids(want).size(), 1u) << "the one-block case was refused";
           }
         }
         if (want) {
@@ -245,7 +245,7 @@ TEST(KVCacheManager, FullSequenceGateLooksAtTheWholePrompt) {
       .num_new_tokens = 4, .full_sequence_must_fit = true, .has_scheduled_reqs = false};
   EXPECT_FALSE(m.allocate_slots(big, chunk));
   chunk.full_sequence_must_fit = false;  // --no-scheduler-reserve-full-isl: a first chunk fits
-  EXPECT_EQ(ids(m.allocate_slots(big, chunk)), (V{1}));
+  EXPECT_EQ(block_ids(m.allocate_slots(big, chunk)), (V{1}));
 }
 
 TEST(KVCacheManager, OffByOneWhenMaxModelLenBlocksEqualPoolSize) {
@@ -275,8 +275,8 @@ TEST(KVCacheManager, LookaheadAndMaxModelLenCapSlots) {
       {.num_gpu_blocks = 32, .block_size = 4, .max_model_len = 20, .enable_caching = false});
   Request r = make_request(0, iota_tokens(8), 4);
   auto out = m.allocate_slots(r, {.num_new_tokens = 8, .num_lookahead_tokens = 3});
-  EXPECT_EQ(ids(out).size(), 3u);  // cdiv(8 + 3, 4)
-  EXPECT_EQ(m.held_tokens(), 8);   // lookahead slots are padding, not held tokens
+  EXPECT_EQ(block_ids(out).size(), 3u);  // cdiv(8 + 3, 4)
+  EXPECT_EQ(m.held_tokens(), 8);         // lookahead slots are padding, not held tokens
   EXPECT_EQ(m.padding_tokens(), 4);
   r.num_computed_tokens = 8;
   out = m.allocate_slots(r, {.num_new_tokens = 8, .num_lookahead_tokens = 8});
@@ -290,7 +290,7 @@ TEST(KVCacheManager, FreeHitsConsumeCapacityWhenTouched) {
   m.free(a);
   EXPECT_EQ(m.block_pool().free_block_queue().get_all_free_blocks(), (V{4, 5, 3, 2, 1}));
   Request c = make_request(1, iota_tokens(8, 500), 4);  // takes the two unhashed blocks 4 and 5
-  EXPECT_EQ(ids(admit(m, c)), (V{4, 5}));
+  EXPECT_EQ(block_ids(admit(m, c)), (V{4, 5}));
   EXPECT_EQ(m.num_free_blocks(), 3);
   // b hits the 3 free cached blocks and needs 1 new block: touching the hits takes 3 of the 3
   // free blocks, so 1 + 3 > 3 and it must not fit (ignoring free hits would say 1 <= 3).
@@ -300,7 +300,7 @@ TEST(KVCacheManager, FreeHitsConsumeCapacityWhenTouched) {
   EXPECT_FALSE(admit(m, b, /*has_running=*/true));
   EXPECT_EQ(m.num_free_blocks(), 3);
   m.free(c);
-  EXPECT_EQ(ids(admit(m, b, /*has_running=*/false)), (V{5}));
+  EXPECT_EQ(block_ids(admit(m, b, /*has_running=*/false)), (V{5}));
   EXPECT_EQ(table(m, 2), (V{1, 2, 3, 5}));
   EXPECT_EQ(m.num_free_blocks(), 1);
   m.check_invariants();

@@ -31,8 +31,8 @@ namespace {
 using core_test::kBs;
 using core_test::spec;
 
-KVCacheManagerConfig config(const std::vector<KVCacheSpec>& specs, int32_t num_blocks,
-                            int32_t retention_interval) {
+KVCacheManagerConfig window_config(const std::vector<KVCacheSpec>& specs, int32_t num_blocks,
+                                   int32_t retention_interval) {
   KVCacheManagerConfig c;
   c.num_gpu_blocks = num_blocks;
   c.block_size = kBs;
@@ -46,7 +46,7 @@ KVCacheManagerConfig config(const std::vector<KVCacheSpec>& specs, int32_t num_b
   return c;
 }
 
-std::vector<int32_t> range(int32_t first, int32_t count) {
+std::vector<int32_t> window_range(int32_t first, int32_t count) {
   std::vector<int32_t> v(static_cast<size_t>(count));
   std::iota(v.begin(), v.end(), first);
   return v;
@@ -57,7 +57,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-std::unique_ptr<Request> request(int64_t id, std::vector<int32_t> tokens) {
+std::unique_ptr<Request> window_request(int64_t id, std::vector<int32_t> tokens) {
   auto r = std::make_unique<Request>();
   r->request_id = id;
   r->num_prompt_tokens = static_cast<int32_t>(tokens.size());
@@ -80,7 +80,7 @@ class Transcript {
   explicit Transcript(const KVCacheManagerConfig& c) : m_(c) {}
 
   Request& admit(int64_t id, std::vector<int32_t> tokens) {
-    live_.push_back(request(id, std::move(tokens)));
+    live_.push_back(window_request(id, std::move(tokens)));
     Request& r = *live_.back();
     const ComputedBlocks hits = m_.get_computed_blocks(r);
     r.shared_prefix_boundary = hits.shared_prefix_boundary;
@@ -140,10 +140,10 @@ class Transcript {
 // Full attention + sliding window 64 (need = 4 blocks), 60 blocks: a 200-token prompt, a resend,
 // a longer prompt sharing 160 tokens (the junction), a sibling of that one, a 400-token prompt.
 std::string hybrid_transcript(int32_t retention_interval) {
-  Transcript t(
-      config({spec(KVCacheSpecKind::kFullAttention), spec(KVCacheSpecKind::kSlidingWindow, 64)}, 60,
-             retention_interval));
-  const std::vector<int32_t> a_tokens = range(0, 200);
+  Transcript t(window_config(
+      {spec(KVCacheSpecKind::kFullAttention), spec(KVCacheSpecKind::kSlidingWindow, 64)}, 60,
+      retention_interval));
+  const std::vector<int32_t> a_tokens = window_range(0, 200);
   const std::vector<int32_t> shared(a_tokens.begin(), a_tokens.begin() + 160);
   Request& a = t.admit(0, a_tokens);
   t.hashed(a, 1);
@@ -151,13 +151,13 @@ std::string hybrid_transcript(int32_t retention_interval) {
   t.decode(a);
   t.free(a);
   t.free(t.admit(1, a_tokens));
-  Request& c = t.admit(2, concat(shared, range(5000, 100)));
+  Request& c = t.admit(2, concat(shared, window_range(5000, 100)));
   t.hashed(c, 1);
-  Request& d = t.admit(3, concat(shared, range(7000, 50)));
+  Request& d = t.admit(3, concat(shared, window_range(7000, 50)));
   t.hashed(d, 1);
   t.free(c);
   t.free(d);
-  Request& e = t.admit(4, range(20000, 400));
+  Request& e = t.admit(4, window_range(20000, 400));
   t.hashed(e, 1);
   t.free(e);
   return t.text();
@@ -165,15 +165,15 @@ std::string hybrid_transcript(int32_t retention_interval) {
 
 // One sliding-window group (vLLM's UnitaryKVCacheCoordinator: never a junction), 40 blocks.
 std::string unitary_transcript(int32_t retention_interval) {
-  Transcript t(config({spec(KVCacheSpecKind::kSlidingWindow, 64)}, 40, retention_interval));
-  const std::vector<int32_t> a_tokens = range(0, 200);
+  Transcript t(window_config({spec(KVCacheSpecKind::kSlidingWindow, 64)}, 40, retention_interval));
+  const std::vector<int32_t> a_tokens = window_range(0, 200);
   const std::vector<int32_t> shared(a_tokens.begin(), a_tokens.begin() + 160);
   Request& a = t.admit(10, a_tokens);
   t.hashed(a, 0);
   t.decode(a);
   t.free(a);
   t.free(t.admit(11, a_tokens));
-  Request& c = t.admit(12, concat(shared, range(5000, 100)));
+  Request& c = t.admit(12, concat(shared, window_range(5000, 100)));
   t.hashed(c, 0);
   t.free(c);
   return t.text();
@@ -191,13 +191,14 @@ TEST(SlidingWindowRetention, MaskOfTheReportExample) {
     }
     return v;
   };
-  EXPECT_EQ(kept(0), range(54, 8));
-  std::vector<BlockId> r256 = concat(concat(range(8, 8), range(24, 8)), range(40, 8));
-  r256 = concat(r256, range(54, 10));  // 54..61 (replay boundary) and 56..63 (segment tail)
+  EXPECT_EQ(kept(0), window_range(54, 8));
+  std::vector<BlockId> r256 =
+      concat(concat(window_range(8, 8), window_range(24, 8)), window_range(40, 8));
+  r256 = concat(r256, window_range(54, 10));  // 54..61 (replay boundary) and 56..63 (segment tail)
   EXPECT_EQ(kept(256), r256);
-  EXPECT_EQ(kept(-1), range(0, 64));
+  EXPECT_EQ(kept(-1), window_range(0, 64));
   // need 8 >= 128 / 16: every block is reachable, vLLM's mask is None.
-  EXPECT_EQ(kept(128), range(0, 64));
+  EXPECT_EQ(kept(128), window_range(0, 64));
   // A junction at 500 adds the tail ending at block 31.
   const auto m0 = make_single_type_kv_cache_manager(spec(KVCacheSpecKind::kSlidingWindow, 128),
                                                     pool, true, 0, 64, 2000, 0);
@@ -349,16 +350,16 @@ TEST(SlidingWindowRetention, SingleWindowGroupMatchesVllm) {
 
 // The coordinator's num_uncached: the longest group lookup minus the reconciled hit.
 TEST(SlidingWindowRetention, CoordinatorReportsTheUncachedSharedPrefix) {
-  KVCacheManager m(config(
+  KVCacheManager m(window_config(
       {spec(KVCacheSpecKind::kFullAttention), spec(KVCacheSpecKind::kSlidingWindow, 64)}, 60, 0));
-  auto a = request(0, range(0, 200));
+  auto a = window_request(0, window_range(0, 200));
   const ComputedBlocks none = m.get_computed_blocks(*a);
   EXPECT_EQ(none.num_computed_tokens, 0);
   EXPECT_EQ(none.shared_prefix_boundary, 0);
   AllocateSlotsArgs args;
   args.num_new_tokens = 200;
   ASSERT_TRUE(m.allocate_slots(*a, args).has_value());
-  auto c = request(1, concat(range(0, 160), range(5000, 100)));
+  auto c = window_request(1, concat(window_range(0, 160), window_range(5000, 100)));
   std::vector<std::vector<BlockId>> out;
   int64_t uncached = -1;
   EXPECT_EQ(
@@ -367,7 +368,7 @@ TEST(SlidingWindowRetention, CoordinatorReportsTheUncachedSharedPrefix) {
   EXPECT_EQ(uncached, 160);
   EXPECT_EQ(m.get_computed_blocks(*c).shared_prefix_boundary, 160);
   // A resend: every group hits 192, nothing uncached.
-  auto b = request(2, range(0, 200));
+  auto b = window_request(2, window_range(0, 200));
   const ComputedBlocks resend = m.get_computed_blocks(*b);
   EXPECT_EQ(resend.num_computed_tokens, 192);
   EXPECT_EQ(resend.shared_prefix_boundary, 0);
@@ -391,8 +392,8 @@ TEST(SlidingWindowRetention, ValidatesTheInterval) {
                                          spec(KVCacheSpecKind::kFullAttention)};
   // None is always valid; 0 too; without a window group a positive interval is refused.
   for (const auto& s : {full, window, chunked}) {
-    EXPECT_EQ(spelled_error(config(s, 30, -1)), "");
-    EXPECT_EQ(spelled_error(config(s, 30, 0)), "");
+    EXPECT_EQ(spelled_error(window_config(s, 30, -1)), "");
+    EXPECT_EQ(spelled_error(window_config(s, 30, 0)), "");
   }
   KVCacheManagerConfig plain;  // empty kv_cache_config: one full-attention group
   plain.num_gpu_blocks = 30;
@@ -403,21 +404,24 @@ TEST(SlidingWindowRetention, ValidatesTheInterval) {
   EXPECT_EQ(spelled_error(plain),
             "prefix_cache_retention_interval is 32 but this model has no sliding-window KV cache "
             "group, so retention has no effect; set it to 0 (or None: dense)");
-  EXPECT_NE(spelled_error(config(full, 30, 16)).find("no sliding-window"), std::string::npos);
-  EXPECT_NE(spelled_error(config(chunked, 30, 64)).find("no sliding-window"), std::string::npos);
+  EXPECT_NE(spelled_error(window_config(full, 30, 16)).find("no sliding-window"),
+            std::string::npos);
+  EXPECT_NE(spelled_error(window_config(chunked, 30, 64)).find("no sliding-window"),
+            std::string::npos);
   // With a window group: a multiple of the block size.
-  EXPECT_EQ(spelled_error(config(window, 30, 32)), "");
-  EXPECT_EQ(spelled_error(config(window, 30, 24)),
+  EXPECT_EQ(spelled_error(window_config(window, 30, 32)), "");
+  EXPECT_EQ(spelled_error(window_config(window, 30, 24)),
             "prefix_cache_retention_interval (24) must be None, 0 or a positive multiple of the "
             "block size (16)");
-  EXPECT_NE(spelled_error(config(window, 30, -2)).find("(-2) must be"), std::string::npos);
-  EXPECT_NE(
-      spelled_error(config({spec(KVCacheSpecKind::kSlidingWindow, 64)}, 30, 8)).find("(8) must be"),
-      std::string::npos);
+  EXPECT_NE(spelled_error(window_config(window, 30, -2)).find("(-2) must be"), std::string::npos);
+  EXPECT_NE(spelled_error(window_config({spec(KVCacheSpecKind::kSlidingWindow, 64)}, 30, 8))
+                .find("(8) must be"),
+            std::string::npos);
   // The coordinator validates on its own as well.
   BlockPool pool(30, true);
-  EXPECT_THROW(KVCacheCoordinator(config(window, 30, 20).kv_cache_config, pool, true, 1000, 64, 20),
-               std::invalid_argument);
+  EXPECT_THROW(
+      KVCacheCoordinator(window_config(window, 30, 20).kv_cache_config, pool, true, 1000, 64, 20),
+      std::invalid_argument);
 }
 
 }  // namespace

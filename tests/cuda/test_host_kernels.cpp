@@ -34,8 +34,9 @@ class HostKernels : public ::testing::TestWithParam<Shape> {
 };
 
 // Scatter `n` tokens of random requests into random distinct slots (some padding).
-void random_tokens(const KvCacheLayout& l, int n, std::mt19937& rng, std::vector<int64_t>& slots,
-                   std::vector<int64_t>& req, std::vector<int32_t>& pos) {
+void random_host_tokens(const KvCacheLayout& l, int n, std::mt19937& rng,
+                        std::vector<int64_t>& slots, std::vector<int64_t>& req,
+                        std::vector<int32_t>& pos) {
   std::vector<int64_t> all(static_cast<size_t>(l.num_slots()));
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   std::shuffle(all.begin(), all.end(), rng);
@@ -56,7 +57,7 @@ TEST_P(HostKernels, GenAndWriteKvMatchScalarReference) {
   std::mt19937 rng(7);
   std::vector<int64_t> slots, req;
   std::vector<int32_t> pos;
-  random_tokens(l, 60, rng, slots, req, pos);
+  random_host_tokens(l, 60, rng, slots, req, pos);
   const auto T = static_cast<int64_t>(slots.size());
 
   HostPool pool(l);  // poisoned

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "bundled_trace.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/cluster/cluster_replay.h"
 #include "kvsim/sim/cluster/slo.h"
@@ -24,12 +25,6 @@
 
 namespace kvsim {
 namespace {
-
-std::string bundled(const std::string& name) {
-  const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
-  if (std::filesystem::exists(a)) return a;
-  return "/work/shared/traces/" + name;
-}
 
 Trace head(const std::string& name, int64_t n) {
   TraceReadOptions opt;
@@ -49,12 +44,12 @@ ReplayConfig config_for(const Trace& trace, int32_t blocks, bool async_schedulin
 }
 
 // Everything a replay outputs, as bytes (the JSON without wall time).
-struct Outputs {
+struct ClusterOutputs {
   std::string json, timeline, requests;
 };
 
-Outputs outputs_of(const ReplayResult& r) {
-  Outputs o;
+ClusterOutputs outputs_of(const ReplayResult& r) {
+  ClusterOutputs o;
   ReportContext ctx;
   nlohmann::ordered_json j = replay_summary_json(r.summary, ctx);
   j.erase("wall_seconds");
@@ -67,8 +62,8 @@ Outputs outputs_of(const ReplayResult& r) {
   return o;
 }
 
-Outputs outputs_of(const ClusterResult& r, const ClusterConfig& c) {
-  Outputs o;
+ClusterOutputs outputs_of(const ClusterResult& r, const ClusterConfig& c) {
+  ClusterOutputs o;
   ReportContext ctx;
   nlohmann::ordered_json j = cluster_summary_json(r, c, ctx);
   j.erase("wall_seconds");
@@ -91,13 +86,13 @@ ClusterResult run_cluster(const ReplayConfig& rc, const ClusterConfig& cc, const
 void expect_one_replica_is_run_replay(const ReplayConfig& rc, const Trace& trace,
                                       const StepTimeModel& step, const std::string& what) {
   NullKvBackend null;
-  const Outputs plain = outputs_of(run_replay(rc, trace, null, step));
+  const ClusterOutputs plain = outputs_of(run_replay(rc, trace, null, step));
   for (RouterPolicy p :
        {RouterPolicy::ROUND_ROBIN, RouterPolicy::KV_AWARE, RouterPolicy::PREFIX_AFFINITY}) {
     ClusterConfig cc;
     cc.router = p;
     cc.router_staleness_ns = p == RouterPolicy::KV_AWARE ? 50'000'000 : 0;
-    const Outputs one = outputs_of(run_cluster(rc, cc, trace, step).cluster);
+    const ClusterOutputs one = outputs_of(run_cluster(rc, cc, trace, step).cluster);
     EXPECT_EQ(one.json, plain.json) << what << " " << to_string(p);
     EXPECT_EQ(one.timeline, plain.timeline) << what << " " << to_string(p);
     EXPECT_EQ(one.requests, plain.requests) << what << " " << to_string(p);
@@ -150,8 +145,8 @@ TEST(ClusterReplay, EveryRouterIsDeterministicAndAccountsForEveryRequest) {
     cc.seed = 7;
     const ClusterResult a = run_cluster(rc, cc, trace, step);
     const ClusterResult b = run_cluster(rc, cc, trace, step);
-    const Outputs oa = outputs_of(a, cc);
-    const Outputs ob = outputs_of(b, cc);
+    const ClusterOutputs oa = outputs_of(a, cc);
+    const ClusterOutputs ob = outputs_of(b, cc);
     EXPECT_EQ(oa.json, ob.json) << to_string(cc.router);
     EXPECT_EQ(oa.timeline, ob.timeline) << to_string(cc.router);
     EXPECT_EQ(oa.requests, ob.requests) << to_string(cc.router);

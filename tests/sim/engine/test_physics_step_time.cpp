@@ -23,7 +23,7 @@ std::string shipped() {
   return std::string(KVSIM_SOURCE_DIR) + "/calibration/physics/h100-vllm-blis.json";
 }
 
-PhysicsShape tiny_shape() {
+PhysicsShape tiny_physics_shape() {
   PhysicsShape s;
   s.name = "tiny";
   s.num_layers = 2;
@@ -47,7 +47,7 @@ PhysicsCoefficients unit_coefficients() {
 TEST(PhysicsStepTime, TermsMatchTheFormulaByHand) {
   const RooflineGpu gpu{"g", 1000.0, 100.0};  // FLOP/s and bytes/s small enough to read
   for (int32_t tp : {1, 2}) {
-    const PhysicsStepTime m(tiny_shape(), gpu, tp, unit_coefficients());
+    const PhysicsStepTime m(tiny_physics_shape(), gpu, tp, unit_coefficients());
     StepWork w;
     w.add_sequence(3, 4, true);    // prefill chunk: context 3, 4 new
     w.add_sequence(10, 1, false);  // decodes at contexts 10 and 6
@@ -70,12 +70,12 @@ TEST(PhysicsStepTime, TermsMatchTheFormulaByHand) {
 }
 
 TEST(PhysicsStepTime, MixtureOfExpertsReadsEveryExpertAndComputesK) {
-  PhysicsShape s = tiny_shape();
+  PhysicsShape s = tiny_physics_shape();
   s.num_experts = 8;
   s.num_experts_per_tok = 2;
   const RooflineGpu gpu{"g", 1000.0, 100.0};
   const PhysicsStepTime moe(s, gpu, 1, unit_coefficients());
-  const PhysicsStepTime dense(tiny_shape(), gpu, 1, unit_coefficients());
+  const PhysicsStepTime dense(tiny_physics_shape(), gpu, 1, unit_coefficients());
   StepWork w;
   w.add_sequence(5, 1, false);
   const double ffn_flops = 6.0 * 2 * 8 * 16;
@@ -88,7 +88,7 @@ TEST(PhysicsStepTime, StepIsTheCoefficientWeightedSum) {
   PhysicsCoefficients c = unit_coefficients();
   c.beta = {0.5, 0.25, 2.0, 3.0, 10.0, 20.0, 100.0, 999.0, 4.0, 5.0};
   const RooflineGpu gpu{"g", 1000.0, 100.0};
-  const PhysicsStepTime m(tiny_shape(), gpu, 2, c);
+  const PhysicsStepTime m(tiny_physics_shape(), gpu, 2, c);
   StepWork w;
   w.add_sequence(0, 7, true);
   w.add_sequence(9, 1, false);
@@ -213,8 +213,8 @@ TEST(PhysicsStepTime, RequestOverheadsShiftClientTimesOnly) {
   PhysicsCoefficients with = c;
   with.alpha = {15000.0, 700.0, 40.0};
   const RooflineGpu gpu{"g", 1e12, 1e11};
-  const PhysicsStepTime plain(tiny_shape(), gpu, 1, c);
-  const PhysicsStepTime host(tiny_shape(), gpu, 1, with);
+  const PhysicsStepTime plain(tiny_physics_shape(), gpu, 1, c);
+  const PhysicsStepTime host(tiny_physics_shape(), gpu, 1, with);
   Trace t;
   for (int i = 0; i < 20; ++i) {
     TraceRequest r;

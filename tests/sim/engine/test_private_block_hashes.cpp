@@ -39,7 +39,7 @@ class RecordingBackend final : public KvBackend {
   std::string log;
 };
 
-struct Outputs {
+struct HashOutputs {
   int64_t preemptions = 0;
   std::string batches;
   std::string timeline;
@@ -47,12 +47,12 @@ struct Outputs {
   std::string summary;
 };
 
-Outputs replay(const Trace& trace, ReplayConfig config, bool defer) {
+HashOutputs replay_hashes(const Trace& trace, ReplayConfig config, bool defer) {
   config.scheduler.defer_private_block_hashes = defer;
   RecordingBackend backend;
   FixedStepTime step(10.0);
   const ReplayResult r = run_replay(config, trace, backend, step);
-  Outputs out;
+  HashOutputs out;
   out.preemptions = r.summary.preemptions;
   out.batches = std::move(backend.log);
   const test::ReplayTexts texts = test::replay_texts(r);
@@ -80,8 +80,8 @@ TEST(PrivateBlockHashes, RandomReplaysAreIdenticalWithAndWithoutDeferral) {
     c.scheduler.async_scheduling = seed % 2 == 0;
     c.scheduler.policy = seed % 3 == 0 ? SchedulingPolicy::PRIORITY : SchedulingPolicy::FCFS;
     c.check_invariants = true;
-    const Outputs eager = replay(trace, c, false);
-    const Outputs deferred = replay(trace, c, true);
+    const HashOutputs eager = replay_hashes(trace, c, false);
+    const HashOutputs deferred = replay_hashes(trace, c, true);
     const std::string what = fmt::format("seed {}", seed);
     EXPECT_EQ(eager.batches, deferred.batches) << what;
     EXPECT_EQ(eager.timeline, deferred.timeline) << what;

@@ -19,15 +19,15 @@
 #include "kvsim/sim/io/model_config.h"
 #include "kvsim/sim/traces/trace.h"
 
+#include "step_work_fixture.h"
+
 namespace kvsim {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSource = KVSIM_SOURCE_DIR;
 const std::string kH100Llama2 =
     kSource + "/calibration/vidur/compute/h100/meta-llama/Llama-2-7b-hf";
-const std::string kH100Dgx = kSource + "/calibration/vidur/network/h100_dgx/all_reduce.csv";
 
 // A fresh directory per test, removed at the end.
 class ProfileDir {
@@ -80,7 +80,7 @@ std::string mlp_csv(const std::vector<std::tuple<int, int, double>>& rows, int n
   return s.str();
 }
 
-ProfileModelShape tiny_shape() {
+ProfileModelShape tiny_profile_shape() {
   ProfileModelShape s;
   s.name = "tiny";
   s.num_layers = 2;
@@ -94,12 +94,6 @@ ProfileModelShape tiny_shape() {
 }
 
 const RooflineGpu kGpu{"g", 1e12, 1e11};
-
-StepWork decodes(int n, int64_t context) {
-  StepWork w;
-  for (int i = 0; i < n; ++i) w.add_sequence(context, 1, false);
-  return w;
-}
 
 TEST(ProfileTables, InterpolatesExactlyAtAndBetweenPoints) {
   const PiecewiseLinear f({{1, 2.0}, {4, 5.0}, {8, 13.0}, {16, 29.0}, {4, 7.0}});
@@ -129,16 +123,17 @@ TEST(ProfileStepTime, LayerTimeIsTheTableInterpolatedInTokens) {
   EXPECT_EQ(ops.max_tokens, 16);
   EXPECT_EQ(ops.n_head, 4);
   ASSERT_EQ(ops.layer_ms.size(), 2u);
-  const ProfileStepTime m(tiny_shape(), kGpu, 1, ops, std::nullopt, ProfileParams{0.0, {}, {}});
+  const ProfileStepTime m(tiny_profile_shape(), kGpu, 1, ops, std::nullopt,
+                          ProfileParams{0.0, {}, {}});
   const double L = 2;
   for (const auto& [tokens, per_op_ms] :
        std::vector<std::pair<int, double>>{{1, 0.1}, {8, 0.2}, {16, 0.4}}) {
-    EXPECT_DOUBLE_EQ(m.terms(decodes(tokens, 0)).layers, L * 9 * per_op_ms * 1e-3) << tokens;
+    EXPECT_DOUBLE_EQ(m.terms(decode_batch(tokens, 0)).layers, L * 9 * per_op_ms * 1e-3) << tokens;
   }
   // 4 tokens: 3/7 of the way from 1 to 8.
-  EXPECT_DOUBLE_EQ(m.terms(decodes(4, 0)).layers, L * 9 * (0.1 + 3.0 / 7.0 * 0.1) * 1e-3);
+  EXPECT_DOUBLE_EQ(m.terms(decode_batch(4, 0)).layers, L * 9 * (0.1 + 3.0 / 7.0 * 0.1) * 1e-3);
   // 24 tokens: beyond 16, along the secant from 8 to 16 (0.025 ms per token per op).
-  EXPECT_DOUBLE_EQ(m.terms(decodes(24, 0)).layers, L * 9 * (0.4 + 8 * 0.025) * 1e-3);
+  EXPECT_DOUBLE_EQ(m.terms(decode_batch(24, 0)).layers, L * 9 * (0.4 + 8 * 0.025) * 1e-3);
   // TP 2 uses its own rows.
   ProfileDir ar;
   ar.write("all_reduce.csv",
@@ -146,8 +141,8 @@ TEST(ProfileStepTime, LayerTimeIsTheTableInterpolatedInTokens) {
            "0,0.01,2,16,all_reduce,2\n0,0.03,2,256,all_reduce,2\n0,9.0,2,256,all_reduce,1\n"
            "0,9.0,2,256,all_gather,2\n");
   const AllReduceProfile net = read_all_reduce_profile(ar.str() + "/all_reduce.csv");
-  const ProfileStepTime m2(tiny_shape(), kGpu, 2, ops, net, ProfileParams{0.0, {}, {}});
-  const ProfileStepTime::Terms t = m2.terms(decodes(8, 0));
+  const ProfileStepTime m2(tiny_profile_shape(), kGpu, 2, ops, net, ProfileParams{0.0, {}, {}});
+  const ProfileStepTime::Terms t = m2.terms(decode_batch(8, 0));
   EXPECT_DOUBLE_EQ(t.layers, L * 9 * 0.1 * 1e-3);
   // 8 tokens x 8 hidden x 2 bytes = 128 bytes: (128 - 16) / (256 - 16) of the way; the
   // multi-node (devices_per_node 1) and all_gather rows are skipped.
@@ -163,7 +158,7 @@ TEST(ProfileStepTime, AttentionAndOverheadFollowTheFormula) {
   p.overhead_ms = 2.0;
   p.attn_mfu = 0.5;
   p.attn_mbu = 0.25;
-  const ProfileStepTime m(tiny_shape(), kGpu, 1, ops, std::nullopt, p);
+  const ProfileStepTime m(tiny_profile_shape(), kGpu, 1, ops, std::nullopt, p);
   StepWork w;
   w.add_sequence(3, 4, true);
   w.add_sequence(10, 1, false);
@@ -177,7 +172,8 @@ TEST(ProfileStepTime, AttentionAndOverheadFollowTheFormula) {
   EXPECT_EQ(m.estimate(StepWork{}).total_s, 0.0);
   EXPECT_NE(m.describe().find("mlp.csv"), std::string::npos);
   // Card defaults when not given.
-  const ProfileStepTime h(tiny_shape(), RooflineGpu{"h100-80g", 1e12, 1e11}, 1, ops, std::nullopt);
+  const ProfileStepTime h(tiny_profile_shape(), RooflineGpu{"h100-80g", 1e12, 1e11}, 1, ops,
+                          std::nullopt);
   EXPECT_DOUBLE_EQ(h.attention_efficiency().mfu, default_attention_efficiency("h100-80g").mfu);
 }
 
@@ -186,18 +182,19 @@ TEST(ProfileStepTime, RefusesATpTheTableLacks) {
   dir.write("mlp.csv", mlp_csv({{1, 1, 0.1}, {1, 2, 0.1}, {1, 8, 0.1}}));
   const OperatorProfile ops = read_operator_profile(dir.str() + "/mlp.csv");
   try {
-    ProfileStepTime(tiny_shape(), kGpu, 4, ops, std::nullopt);
+    ProfileStepTime(tiny_profile_shape(), kGpu, 4, ops, std::nullopt);
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no rows for tensor parallel size 4"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("profiled: 1, 2, 8"), std::string::npos) << e.what();
   }
   // TP 2 without an all-reduce table, and with one lacking num_workers 2.
-  EXPECT_THROW(ProfileStepTime(tiny_shape(), kGpu, 2, ops, std::nullopt), std::invalid_argument);
+  EXPECT_THROW(ProfileStepTime(tiny_profile_shape(), kGpu, 2, ops, std::nullopt),
+               std::invalid_argument);
   dir.write("all_reduce.csv", "time_stats.all_reduce.median,num_workers,size\n0.1,8,1024\n");
   const AllReduceProfile net = read_all_reduce_profile(dir.str() + "/all_reduce.csv");
   try {
-    ProfileStepTime(tiny_shape(), kGpu, 2, ops, net);
+    ProfileStepTime(tiny_profile_shape(), kGpu, 2, ops, net);
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("num_workers 2 (profiled: 8)"), std::string::npos)
@@ -209,7 +206,7 @@ TEST(ProfileStepTime, RefusesAnotherModelsTable) {
   ProfileDir dir;
   dir.write("mlp.csv", mlp_csv({{1, 1, 0.1}}, 4, 2, 8, 16));
   const OperatorProfile ops = read_operator_profile(dir.str() + "/mlp.csv");
-  ProfileModelShape other = tiny_shape();
+  ProfileModelShape other = tiny_profile_shape();
   other.name = "other";
   other.intermediate_size = 32;
   try {
@@ -363,7 +360,7 @@ TEST(ProfileStepTime, ShippedH100Llama2ReplayHasPlausibleDecodeSteps) {
   ASSERT_TRUE(table.contains(64));
   // At profiled token counts the layer term is the table's sum of medians x 32 layers.
   for (const int64_t tokens : {1, 64, 512, 4096}) {
-    EXPECT_NEAR(m->terms(decodes(static_cast<int>(tokens), 100)).layers,
+    EXPECT_NEAR(m->terms(decode_batch(static_cast<int>(tokens), 100)).layers,
                 32 * table.at(tokens) * 1e-3, 1e-12)
         << tokens;
   }
@@ -371,7 +368,7 @@ TEST(ProfileStepTime, ShippedH100Llama2ReplayHasPlausibleDecodeSteps) {
   const auto hi = table.upper_bound(100);
   const auto lo = std::prev(hi);
   const double f = (100.0 - lo->first) / static_cast<double>(hi->first - lo->first);
-  EXPECT_NEAR(m->terms(decodes(100, 100)).layers,
+  EXPECT_NEAR(m->terms(decode_batch(100, 100)).layers,
               32 * (lo->second + f * (hi->second - lo->second)) * 1e-3, 1e-12);
 
   // A replay of 64 identical requests decoding together: every pure-decode step of 64 sequences
@@ -399,7 +396,7 @@ TEST(ProfileStepTime, ShippedH100Llama2ReplayHasPlausibleDecodeSteps) {
     ++checked;
   }
   EXPECT_GT(checked, 60);
-  const StepWork w = decodes(64, 1000);
+  const StepWork w = decode_batch(64, 1000);
   const ProfileStepTime::Terms terms = m->terms(w);
   const double kappa = 2.0 * 32 * 4096 * 2;  // K and V, 32 layers, 32 heads x 128, fp16
   EXPECT_DOUBLE_EQ(terms.attn_kv, kappa * (64 * 1000 + 64) / (3350e9 * 0.7));

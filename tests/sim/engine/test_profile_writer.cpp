@@ -18,14 +18,13 @@
 #include "kvsim/sim/engine/profile_step_time.h"
 #include "kvsim/sim/engine/profile_tables.h"
 #include "scratch_dir_test.h"
+#include "step_work_fixture.h"
 
 namespace kvsim {
 namespace {
 
-const std::string kSource = KVSIM_SOURCE_DIR;
 const std::string kH100Llama2Mlp =
     kSource + "/calibration/vidur/compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv";
-const std::string kH100Dgx = kSource + "/calibration/vidur/network/h100_dgx/all_reduce.csv";
 
 // Arithmetic "GPU": GEMMs at 400 TFLOP/s + 5 us, memory at 3 TB/s + 3 us, decode attention at
 // 60 % of the H200 preset's 4.8 TB/s + 10 us. Each shape's samples are {1.2, 1, 0.95, 1, 3} x its
@@ -85,12 +84,6 @@ double expected_layer_ms(const ModelSpec& m, int32_t tp, int64_t tokens) {
                                       tokens * s.write_bytes_per_token);
   }
   return sum;
-}
-
-StepWork decodes(int n, int64_t context) {
-  StepWork w;
-  for (int i = 0; i < n; ++i) w.add_sequence(context, 1, false);
-  return w;
 }
 
 ProfileProvenance fake_provenance() {
@@ -248,10 +241,10 @@ TEST_F(ProfileWriterDir, RoundTripThroughTheProfileReader) {
   const auto* profile = dynamic_cast<const ProfileStepTime*>(model.get());
   ASSERT_NE(profile, nullptr);
   EXPECT_DOUBLE_EQ(profile->attention_efficiency().mbu, 0.6);
-  const StepWork w = decodes(20, 1000);
+  const StepWork w = decode_batch(20, 1000);
   EXPECT_NEAR(profile->terms(w).layers,
               32 * 0.5 * (expected_layer_ms(m, 1, 16) + expected_layer_ms(m, 1, 24)) * 1e-3, 1e-12);
-  const StepWork at_point = decodes(256, 500);
+  const StepWork at_point = decode_batch(256, 500);
   EXPECT_NEAR(profile->terms(at_point).layers, 32 * expected_layer_ms(m, 1, 256) * 1e-3, 1e-12);
   // attn_kv with the fitted mbu: kappa (all layers, one rank) x tokens / (W x 0.6).
   const double kappa = 32.0 * 8 * 128 * 2 * 2;

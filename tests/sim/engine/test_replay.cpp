@@ -14,6 +14,7 @@
 
 #include <fmt/core.h>
 
+#include "bundled_trace.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/core/param.h"
 #include "kvsim/sim/engine/replay.h"
@@ -371,12 +372,6 @@ TEST(Replay, LivelockGuardThrowsWithDiagnosis) {
     EXPECT_NE(std::string(e.what()).find("livelock"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("waiting=1"), std::string::npos) << e.what();
   }
-}
-
-std::string bundled(const std::string& name) {
-  const std::string a = std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
-  if (std::filesystem::exists(a)) return a;
-  return "/work/shared/traces/" + name;
 }
 
 struct BundledCase {

@@ -33,7 +33,7 @@ Trace all_at_once(int n, int32_t in, int32_t out) {
 
 // With invariant checks (the general scheduling path) and without (the lazy steady-decode path
 // every plain async replay takes); both must agree.
-ReplayResult replay(ReplayConfig c, const Trace& t, bool async) {
+ReplayResult replay_admission(ReplayConfig c, const Trace& t, bool async) {
   c.scheduler.async_scheduling = async;
   FixedStepTime step(10.0);
   NullKvBackend null;
@@ -63,7 +63,7 @@ TEST(AsyncAdmission, PoolFullOfFinishingRequests) {
   c.scheduler.enable_prefix_caching = false;
   const Trace t = all_at_once(300, 1000, 1);
   for (bool async : {false, true}) {
-    const ReplayResult r = replay(c, t, async);
+    const ReplayResult r = replay_admission(c, t, async);
     EXPECT_EQ(r.summary.finished, 300) << (async ? "async" : "sync");
     EXPECT_EQ(r.summary.rejected, 0) << (async ? "async" : "sync");
   }
@@ -89,7 +89,7 @@ TEST(AsyncAdmission, SingleSeat) {
     r.output_tokens = std::uniform_int_distribution<int32_t>(1, 40)(rng);
     t.requests.push_back(r);
   }
-  const ReplayResult r = replay(c, t, true);
+  const ReplayResult r = replay_admission(c, t, true);
   EXPECT_EQ(r.summary.finished, 200);
   EXPECT_EQ(never_admittable(r), 0);
 }
@@ -103,7 +103,7 @@ TEST(AsyncAdmission, TinyRequestsAllAtOnce) {
   c.scheduler.max_model_len = 64;
   c.scheduler.max_num_seqs = 256;
   c.scheduler.max_num_batched_tokens = 8192;
-  const ReplayResult r = replay(c, all_at_once(257, 8, 1), true);
+  const ReplayResult r = replay_admission(c, all_at_once(257, 8, 1), true);
   EXPECT_EQ(r.summary.finished, 257);
   EXPECT_EQ(r.summary.rejected, 0);
 }
@@ -122,7 +122,7 @@ TEST(AsyncAdmission, NeverAdmittableStillRejectedInAnEmptyEngine) {
   t.requests[1].input_tokens = 17;
   t.requests[1].output_tokens = 40;
   for (bool async : {false, true}) {
-    const ReplayResult r = replay(c, t, async);
+    const ReplayResult r = replay_admission(c, t, async);
     EXPECT_EQ(r.summary.finished, 2) << async;
     EXPECT_EQ(never_admittable(r), 1) << async;
     EXPECT_TRUE(r.requests[1].rejected) << async;
@@ -138,8 +138,8 @@ TEST(AsyncAdmission, SyncAndAsyncFinishTheSameRequests) {
     std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL);
     const ReplayConfig c = test::random_small_config(rng);
     const Trace t = test::random_trace(rng, test::DrawOrder::kInputFirst);
-    const ReplayResult s = replay(c, t, false);
-    const ReplayResult a = replay(c, t, true);
+    const ReplayResult s = replay_admission(c, t, false);
+    const ReplayResult a = replay_admission(c, t, true);
     ASSERT_EQ(s.requests.size(), a.requests.size());
     for (size_t i = 0; i < s.requests.size(); ++i) {
       const RequestRecord& x = s.requests[i];

@@ -11,6 +11,8 @@
 
 #include "kvsim/sim/engine/step_time_model.h"
 
+#include "step_work_fixture.h"
+
 namespace kvsim {
 namespace {
 
@@ -25,12 +27,6 @@ RooflineGpu linked(double link_gb_per_s, double latency_us) {
   g.interconnect_bytes_per_s = link_gb_per_s * 1e9;
   g.interconnect_latency_s = latency_us * 1e-6;
   return g;
-}
-
-StepWork decode_batch(int batch, int context) {
-  StepWork w;
-  for (int i = 0; i < batch; ++i) w.add_sequence(context, 1, false);
-  return w;
 }
 
 TEST(RooflineTerms, AllReducesAreTwoRingsPerLayer) {

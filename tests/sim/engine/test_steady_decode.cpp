@@ -61,16 +61,17 @@ Trace steady_trace(std::mt19937_64& rng, int32_t max_model_len) {
   return t;
 }
 
-struct Outputs : test::ReplayTexts {
+struct SteadyOutputs : test::ReplayTexts {
   int64_t steady_steps = 0;
   int64_t preemptions = 0;
 };
 
-Outputs replay(const Trace& trace, ReplayConfig config, bool steady, const StepTimeModel& step) {
+SteadyOutputs replay_steady(const Trace& trace, ReplayConfig config, bool steady,
+                            const StepTimeModel& step) {
   config.steady_decode = steady;
   NullKvBackend null;
   const ReplayResult r = run_replay(config, trace, null, step);
-  Outputs out;
+  SteadyOutputs out;
   static_cast<test::ReplayTexts&>(out) = test::replay_texts(r);
   out.steady_steps = r.summary.steady_decode_steps;  // not in the JSON
   out.preemptions = r.summary.preemptions;
@@ -110,12 +111,12 @@ TEST_P(SteadyDecodeModes, RandomReplaysAreIdenticalWithAndWithoutTheMode) {
       c.swap_bytes_per_block = 4096;
     }
     const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
-    const Outputs general = replay(trace, c, false, fixed);
-    const Outputs steady = replay(trace, c, true, fixed);
+    const SteadyOutputs general = replay_steady(trace, c, false, fixed);
+    const SteadyOutputs steady = replay_steady(trace, c, true, fixed);
     // Without a timeline sync runs defer cache marks (SchedulerConfig::lazy_cache_marks).
     ReplayConfig untimed = c;
     untimed.record_timeline = false;
-    const Outputs steady_untimed = replay(trace, untimed, true, fixed);
+    const SteadyOutputs steady_untimed = replay_steady(trace, untimed, true, fixed);
     const std::string what = fmt::format("seed {}", seed);
     EXPECT_EQ(general.timeline, steady.timeline) << what;
     EXPECT_EQ(general.requests, steady.requests) << what;
@@ -164,8 +165,8 @@ TEST_P(SteadyDecodeModes, RooflineStepTimesAreIdentical) {
     c.scheduler.max_num_seqs = 8;
     c.scheduler.max_num_batched_tokens = 64;
     const Trace trace = steady_trace(rng, c.scheduler.max_model_len);
-    const Outputs general = replay(trace, c, false, roofline);
-    const Outputs steady = replay(trace, c, true, roofline);
+    const SteadyOutputs general = replay_steady(trace, c, false, roofline);
+    const SteadyOutputs steady = replay_steady(trace, c, true, roofline);
     EXPECT_EQ(general.timeline, steady.timeline) << seed;
     EXPECT_EQ(general.summary, steady.summary) << seed;
   }

@@ -11,6 +11,8 @@
 #include "kvsim/core/param.h"
 #include "kvsim/sim/engine/step_time_model.h"
 
+#include "step_work_fixture.h"
+
 namespace kvsim {
 namespace {
 
@@ -22,12 +24,6 @@ RooflineModelShape llama8b() {
 // H100 SXM: 989.4 TFLOP/s dense bf16, 3.35 TB/s HBM3.
 RooflineGpu h100() {
   return {"h100-80g", 989.4e12, 3.35e12};
-}
-
-StepWork decode_batch(int batch, int context) {
-  StepWork w;
-  for (int i = 0; i < batch; ++i) w.add_sequence(context, 1, false);
-  return w;
 }
 
 TEST(StepWork, AggregatesExactSums) {

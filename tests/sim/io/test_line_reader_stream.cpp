@@ -197,7 +197,7 @@ struct Line {
 };
 
 // The lines of a whole text, split as the whole-file LineReader did.
-std::vector<Line> split(std::string_view data) {
+std::vector<Line> split_lines(std::string_view data) {
   std::vector<Line> lines;
   size_t pos = data.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   int64_t number = 0;
@@ -297,7 +297,7 @@ class LineReaderStream : public kvsim_test::ScratchDirTest {
   // whole-file split, and first_nonblank_line against the whole-file peek at a few points.
   void expect_lines(const std::string& name, const std::string& bytes, std::string_view text) {
     const std::string p = write(name, bytes);
-    const std::vector<Line> want = split(text);
+    const std::vector<Line> want = split_lines(text);
     for (const size_t chunk : kChunks) {
       SCOPED_TRACE(fmt::format("{} chunk {}", name, chunk));
       const ReadResult got = read_lines(p, chunk);
@@ -386,7 +386,7 @@ TEST_F(LineReaderStream, LinesAcrossTheDefaultChunkAndGzipOutputBoundaries) {
       text += "\n";
     }
   }
-  const std::vector<Line> want = split(text);
+  const std::vector<Line> want = split_lines(text);
   for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
            {"big.txt", text},
            {"big.gz", gzip_member(text, 1)},
@@ -618,7 +618,7 @@ TEST_F(LineReaderStream, SameOutcomeAsTheWholeFileReaderOnDamagedInput) {
         const ReadResult got = read_lines(p, chunk, l);
         EXPECT_EQ(got.error, want_error) << chunk;
         if (want_error.empty()) {
-          EXPECT_TRUE(got.lines == split(want_text)) << chunk;
+          EXPECT_TRUE(got.lines == split_lines(want_text)) << chunk;
         }
       }
     }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bundled_trace.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
@@ -29,10 +30,6 @@
 
 namespace kvsim {
 namespace {
-
-std::string bundled(const std::string& name) {
-  return std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
-}
 
 std::string held_csv(const ReplayResult& r) {
   std::ostringstream os;

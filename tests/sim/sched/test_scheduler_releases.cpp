@@ -17,7 +17,7 @@ namespace {
 
 using namespace scheduler_test;
 
-using Harness = SyncHarness;
+using ReleaseHarness = SyncHarness;
 
 SchedulerConfig release(SchedulerConfig c, VllmVersion v) {
   c.behavior = vllm_behavior(v);
@@ -50,7 +50,7 @@ TEST(SchedulerReleases, BehaviourTableIsTheReleaseRule) {
 TEST(SchedulerReleases, PrefixCacheStatsCountAdmissionsIn033) {
   for (const VllmVersion v : {VllmVersion::kV0_26, VllmVersion::kV0_33}) {
     // bs 4, 6 blocks (5 usable): the first request holds 4 blocks for 3 steps.
-    Harness h(release(small(6, 4, true), v));
+    ReleaseHarness h(release(small(6, 4, true), v));
     h.add_unique(13, 3);  // 4 blocks at admission (13 + 3 tokens)
     h.add_unique(8, 1);   // needs 2 blocks + gate: waits while the first runs
     int steps = 0;
@@ -73,7 +73,7 @@ TEST(SchedulerReleases, LoneRequestIgnoresThresholdIn033) {
   for (const VllmVersion v : {VllmVersion::kV0_26, VllmVersion::kV0_33}) {
     SchedulerConfig c = release(small(100, 4, false), v);
     c.long_prefill_token_threshold = 16;
-    Harness h(c);
+    ReleaseHarness h(c);
     h.add_unique(100, 2);
     const SchedulerOutput& o = h.step();
     ASSERT_EQ(o.scheduled.size(), 1u);
@@ -83,7 +83,7 @@ TEST(SchedulerReleases, LoneRequestIgnoresThresholdIn033) {
   for (const VllmVersion v : {VllmVersion::kV0_26, VllmVersion::kV0_33}) {
     SchedulerConfig c = release(small(100, 4, false), v);
     c.long_prefill_token_threshold = 16;
-    Harness h(c);
+    ReleaseHarness h(c);
     h.add_unique(100, 2);
     h.add_unique(100, 2);
     const SchedulerOutput& o = h.step();
@@ -97,7 +97,7 @@ TEST(SchedulerReleases, AdaptiveThresholdRaisesToBudgetShare) {
   c.max_num_batched_tokens = 120;
   c.long_prefill_token_threshold = 16;
   c.long_prefill_token_threshold_adaptive = true;
-  Harness h(c);
+  ReleaseHarness h(c);
   h.add_unique(100, 2);
   h.add_unique(100, 2);
   h.add_unique(100, 2);
@@ -110,14 +110,14 @@ TEST(SchedulerReleases, MaxNumActiveSeqsCapsAdmission) {
   SchedulerConfig c = release(small(200, 4, false), VllmVersion::kV0_33);
   c.max_num_seqs = 8;
   c.max_num_active_seqs = 2;
-  Harness h(c);
+  ReleaseHarness h(c);
   for (int i = 0; i < 4; ++i) h.add_unique(8, 5);
   const SchedulerOutput& o = h.step();
   EXPECT_EQ(o.scheduled.size(), 2u);
   EXPECT_EQ(o.admission_stop, AdmissionStop::MAX_NUM_SEQS);
 }
 
-std::string error_of(const SchedulerConfig& c) {
+std::string config_error_of(const SchedulerConfig& c) {
   try {
     validate(c);
   } catch (const std::invalid_argument& e) {
@@ -129,27 +129,27 @@ std::string error_of(const SchedulerConfig& c) {
 TEST(SchedulerReleases, RefusesArgumentsTheReleaseDoesNotHave) {
   SchedulerConfig c = small(100, 4, false);
   c.max_num_active_seqs = 2;
-  EXPECT_NE(error_of(release(c, VllmVersion::kV0_26))
+  EXPECT_NE(config_error_of(release(c, VllmVersion::kV0_26))
                 .find("--max-num-active-seqs is not an "
                       "engine argument of vLLM 0.26"),
             std::string::npos)
-      << error_of(release(c, VllmVersion::kV0_26));
-  EXPECT_EQ(error_of(release(c, VllmVersion::kV0_33)), "");
+      << config_error_of(release(c, VllmVersion::kV0_26));
+  EXPECT_EQ(config_error_of(release(c, VllmVersion::kV0_33)), "");
   c.max_num_active_seqs = c.max_num_seqs + 1;
-  EXPECT_NE(error_of(release(c, VllmVersion::kV0_33)).find("--max-num-active-seqs"),
+  EXPECT_NE(config_error_of(release(c, VllmVersion::kV0_33)).find("--max-num-active-seqs"),
             std::string::npos);
   c.max_num_active_seqs = 0;
   c.long_prefill_token_threshold_adaptive = true;
-  EXPECT_NE(error_of(release(c, VllmVersion::kV0_26))
+  EXPECT_NE(config_error_of(release(c, VllmVersion::kV0_26))
                 .find("--long-prefill-token-threshold-"
                       "adaptive is not an engine argument"),
             std::string::npos);
-  EXPECT_EQ(error_of(release(c, VllmVersion::kV0_33)), "");
+  EXPECT_EQ(config_error_of(release(c, VllmVersion::kV0_33)), "");
   // 0.33 refuses a threshold above max_model_len; 0.26 (without partial prefills) did not.
   c.long_prefill_token_threshold_adaptive = false;
   c.long_prefill_token_threshold = c.max_model_len + 1;
-  EXPECT_EQ(error_of(release(c, VllmVersion::kV0_26)), "");
-  EXPECT_NE(error_of(release(c, VllmVersion::kV0_33))
+  EXPECT_EQ(config_error_of(release(c, VllmVersion::kV0_26)), "");
+  EXPECT_NE(config_error_of(release(c, VllmVersion::kV0_33))
                 .find("cannot be greater than the "
                       "max_model_len"),
             std::string::npos);

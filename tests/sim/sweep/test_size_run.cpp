@@ -383,7 +383,7 @@ std::string edited(const std::string& shard,
   return shard;
 }
 
-std::string merge_error(const std::vector<NamedText>& shards) {
+std::string size_merge_error(const std::vector<NamedText>& shards) {
   try {
     merge_size_reports(shards);
   } catch (const std::invalid_argument& e) {
@@ -399,27 +399,27 @@ TEST(SizeReport, MergeRefusesCandidatesThatContradictThemselves) {
   const std::string s0 = size_json(ctx, ranked(cands, 1, {0, 2}));
   const std::string s1 = size_json(ctx, ranked(cands, 1, {1, 2}));
   using J = nlohmann::ordered_json;
-  ASSERT_EQ(merge_error({{"a.json", s0}, {"b.json", s1}}), "no error");
+  ASSERT_EQ(size_merge_error({{"a.json", s0}, {"b.json", s1}}), "no error");
   // cost != replicas x tp x price.
-  std::string err = merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) {
-                                                    c["cost_per_hour"] =
-                                                        c["cost_per_hour"].get<double>() * 2;
-                                                  })}});
+  std::string err = size_merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) {
+                                                         c["cost_per_hour"] =
+                                                             c["cost_per_hour"].get<double>() * 2;
+                                                       })}});
   EXPECT_NE(err.find("b.json: candidate "), std::string::npos) << err;
   EXPECT_NE(err.find("b.json: candidate 7: cost_per_hour 23.92 is not replicas 4 x tp 1 x "
                      "price_per_gpu_hour 2.99 = 11.96; the shard contradicts itself"),
             std::string::npos)
       << err;
   // gpus != replicas x tp.
-  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) { c["gpus"] = 7; })}});
+  err = size_merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) { c["gpus"] = 7; })}});
   EXPECT_NE(err.find("b.json: candidate 7: field 'gpus' is 7, not replicas 4 x tp 1 = 4"),
             std::string::npos)
       << err;
   // Another price for the same GPU (cost kept consistent with it).
-  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) {
-                                        c["price_per_gpu_hour"] = 1.0;
-                                        c["cost_per_hour"] = c["gpus"].get<double>();
-                                      })}});
+  err = size_merge_error({{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) {
+                                             c["price_per_gpu_hour"] = 1.0;
+                                             c["cost_per_hour"] = c["gpus"].get<double>();
+                                           })}});
   EXPECT_NE(err.find("price_per_gpu_hour 1 for h100-80g, but candidate "), std::string::npos)
       << err;
   // A GPU renamed: the replay command no longer replays it; renamed there too, the candidates no
@@ -434,26 +434,26 @@ TEST(SizeReport, MergeRefusesCandidatesThatContradictThemselves) {
       }
     };
   };
-  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, rename(false))}});
+  err = size_merge_error({{"a.json", s0}, {"b.json", edited(s1, rename(false))}});
   EXPECT_NE(err.find("replay_command does not replay it (expected 'kvsim replay ... --gpu "
                      "a100-80g --tensor-parallel-size 1 --kv-cache-dtype fp8 --replicas 4 --router "
                      "round-robin')"),
             std::string::npos)
       << err;
-  err = merge_error({{"a.json", s0}, {"b.json", edited(s1, rename(true))}});
+  err = size_merge_error({{"a.json", s0}, {"b.json", edited(s1, rename(true))}});
   EXPECT_NE(
       err.find("the candidates do not form a grid: gpu 'a100-80g' is on 1 candidate(s), gpu "),
       std::string::npos)
       << err;
   EXPECT_NE(err.find("b.json: candidate "), std::string::npos) << err;
   // The report's feasible count, and a trial beyond its max_replicas.
-  err = merge_error(
+  err = size_merge_error(
       {{"a.json", s0}, {"b.json", edited(s1, [](J& report, J&) { report["feasible"] = 99; })}});
   EXPECT_NE(err.find("b.json: the report: field 'feasible' is 99, but 8 of its candidates are "
                      "feasible"),
             std::string::npos)
       << err;
-  err = merge_error(
+  err = size_merge_error(
       {{"a.json", s0}, {"b.json", edited(s1, [](J&, J& c) { c["trials"][0]["replicas"] = 17; })}});
   EXPECT_NE(err.find("a trial at 17 replicas, outside the report's 1..max_replicas 16"),
             std::string::npos)
@@ -466,14 +466,15 @@ TEST(SizeReport, MergeSaysWhatDiffersBetweenShardHeaders) {
   const std::string s0 = size_json(ctx, ranked(cands, 1, {0, 2}));
   SizeReportContext other = ctx;
   other.size_id = 42;
-  EXPECT_EQ(merge_error({{"a.json", s0}, {"b.json", size_json(other, ranked(cands, 1, {1, 2}))}}),
-            "b.json: a shard of a different search than a.json: size_id 000000000000002a vs "
-            "0123456789abcdef (the flags or the requests read differ)");
+  EXPECT_EQ(
+      size_merge_error({{"a.json", s0}, {"b.json", size_json(other, ranked(cands, 1, {1, 2}))}}),
+      "b.json: a shard of a different search than a.json: size_id 000000000000002a vs "
+      "0123456789abcdef (the flags or the requests read differ)");
   // Same size_id, different header: printed "size_id X vs X" before; now names the field.
   other = ctx;
   other.trace = "traces/y.csv";
   other.max_replicas = 8;
-  EXPECT_EQ(merge_error({{"a.json", s0}, {"b.json", size_json(other, {})}}),
+  EXPECT_EQ(size_merge_error({{"a.json", s0}, {"b.json", size_json(other, {})}}),
             "b.json: a shard of a different search than a.json: the same size_id "
             "0123456789abcdef, yet trace 'traces/y.csv' vs 'traces/x.csv', max_replicas 8 vs 16 "
             "(a report header was edited?)");

@@ -37,7 +37,7 @@ std::string shard_csv(int64_t index, int64_t count, uint64_t id) {
   return s.str();
 }
 
-std::string merge_error(const std::vector<NamedText>& shards) {
+std::string sweep_merge_error(const std::vector<NamedText>& shards) {
   try {
     merge_sweep_csvs(shards);
   } catch (const std::invalid_argument& e) {
@@ -70,7 +70,7 @@ TEST(MergeSweepCsvs, SweepIdIsWrittenAsHexAndRoundTrips) {
 
 TEST(MergeSweepCsvs, RefusesShardsOfDifferentSweeps) {
   const std::string err =
-      merge_error({{"a.csv", shard_csv(0, 2, 1)}, {"b.csv", shard_csv(1, 2, 2)}});
+      sweep_merge_error({{"a.csv", shard_csv(0, 2, 1)}, {"b.csv", shard_csv(1, 2, 2)}});
   EXPECT_NE(err.find("b.csv:2: sweep_id 0000000000000002 differs from 0000000000000001 in a.csv:2"),
             std::string::npos)
       << err;
@@ -79,32 +79,33 @@ TEST(MergeSweepCsvs, RefusesShardsOfDifferentSweeps) {
 TEST(MergeSweepCsvs, RefusesTruncatedAndMalformedRows) {
   const std::string good = shard_csv(0, 1, 7);
   const std::string cut = good.substr(0, good.size() - 4);  // last row cut mid-field
-  EXPECT_NE(merge_error({{"a.csv", cut}}).find("a.csv:5: last line has no newline"),
+  EXPECT_NE(sweep_merge_error({{"a.csv", cut}}).find("a.csv:5: last line has no newline"),
             std::string::npos);
   std::string extra = good;
   extra.insert(extra.size() - 1, ",1");
-  EXPECT_NE(merge_error({{"a.csv", extra}}).find("a.csv:5: 33 fields, the header has 32"),
+  EXPECT_NE(sweep_merge_error({{"a.csv", extra}}).find("a.csv:5: 33 fields, the header has 32"),
             std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 3, 0, "-0")}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(good, 3, 0, "-0")}})
                 .find("a.csv:3: column 1 (config_index): not a non-negative integer (got '-0')"),
             std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 3, 0, "01")}}).find("got '01'"),
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(good, 3, 0, "01")}}).find("got '01'"),
             std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 4, 15, "abc")}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(good, 4, 15, "abc")}})
                 .find("a.csv:4: column 16 (sim_seconds): not a finite number (got 'abc')"),
             std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 2, 2, "xyz")}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(good, 2, 2, "xyz")}})
                 .find("column 3 (sweep_id): not a 16-digit hex sweep id"),
             std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 2, 6, "\"bf16")}}).find("unterminated quote"),
-            std::string::npos);
+  EXPECT_NE(
+      sweep_merge_error({{"a.csv", with_field(good, 2, 6, "\"bf16")}}).find("unterminated quote"),
+      std::string::npos);
   // Quoted text fields are accepted.
-  EXPECT_EQ(merge_error({{"a.csv", with_field(good, 2, 6, "\"b,f\"\"16\"")}}), "no error");
+  EXPECT_EQ(sweep_merge_error({{"a.csv", with_field(good, 2, 6, "\"b,f\"\"16\"")}}), "no error");
   // The splitter's other quote errors (the same rules as the trace readers'), with the column.
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 2, 6, "bf\"16")}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(good, 2, 6, "bf\"16")}})
                 .find("a.csv:2: column 7: stray quote in an unquoted field"),
             std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(good, 2, 6, "\"bf\"16")}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(good, 2, 6, "\"bf\"16")}})
                 .find("a.csv:2: column 7: text after a closing quote"),
             std::string::npos);
 }
@@ -130,38 +131,38 @@ TEST(MergeSweepCsvs, QuotedDtypeRoundTripsThroughWriteAndMerge) {
 TEST(MergeSweepCsvs, RefusesRowsThatContradictThemselves) {
   const std::string a = shard_csv(0, 2, 7);  // block sizes 8 and 32 (indices 0, 2)
   const std::string b = shard_csv(1, 2, 7);  // block sizes 16 and 64 (indices 1, 3)
-  ASSERT_EQ(merge_error({{"a.csv", a}, {"b.csv", b}}), "no error");
+  ASSERT_EQ(sweep_merge_error({{"a.csv", a}, {"b.csv", b}}), "no error");
   // Block size 8 -> 16 on row 0: its uniform expectation still says (8 - 1) / 2.
-  EXPECT_NE(merge_error({{"a.csv", with_field(a, 2, 3, "16")}, {"b.csv", b}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(a, 2, 3, "16")}, {"b.csv", b}})
                 .find("a.csv:2: expected_padding_per_seq_uniform 3.5 is not (block_size 16 - 1) "
                       "/ 2 = 7.5; refusing to merge an edited or corrupt row"),
             std::string::npos);
   // Both edited consistently: two rows of block size 16, none of 8, so the grid's outermost
   // axis is broken.
-  const std::string err =
-      merge_error({{"a.csv", with_field(with_field(a, 2, 3, "16"), 2, 23, "7.5")}, {"b.csv", b}});
+  const std::string err = sweep_merge_error(
+      {{"a.csv", with_field(with_field(a, 2, 3, "16"), 2, 23, "7.5")}, {"b.csv", b}});
   EXPECT_NE(err.find("a.csv:3: block_size 32 is on 1 row(s), block_size 16 on 2: block size is "
                      "the grid's outermost axis"),
             std::string::npos)
       << err;
   // More finished than requested, another trace's request count, peak above max_num_seqs.
-  EXPECT_NE(merge_error({{"a.csv", with_field(a, 3, 12, "11")}, {"b.csv", b}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(a, 3, 12, "11")}, {"b.csv", b}})
                 .find("a.csv:3: finished 11 + rejected 0 is more than its requests 10"),
             std::string::npos);
-  EXPECT_NE(
-      merge_error({{"a.csv", a}, {"b.csv", with_field(with_field(b, 2, 11, "12"), 2, 12, "12")}})
-          .find("b.csv:2: requests 12 differs from 10 in a.csv:2"),
-      std::string::npos);
-  EXPECT_NE(merge_error({{"a.csv", with_field(a, 2, 16, "300")}, {"b.csv", b}})
+  EXPECT_NE(sweep_merge_error(
+                {{"a.csv", a}, {"b.csv", with_field(with_field(b, 2, 11, "12"), 2, 12, "12")}})
+                .find("b.csv:2: requests 12 differs from 10 in a.csv:2"),
+            std::string::npos);
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(a, 2, 16, "300")}, {"b.csv", b}})
                 .find("peak_running 300 is above its max_num_seqs 256"),
             std::string::npos);
   // padding per sequence must be the ratio of the two means (to the digits written).
-  EXPECT_NE(merge_error({{"a.csv", with_field(a, 2, 21, "2")}, {"b.csv", b}})
+  EXPECT_NE(sweep_merge_error({{"a.csv", with_field(a, 2, 21, "2")}, {"b.csv", b}})
                 .find("padding_tokens_per_seq 2 is not padding_tokens_mean 0 / mean_running 3.5"),
             std::string::npos);
-  EXPECT_EQ(
-      merge_error({{"a.csv", with_field(with_field(a, 2, 20, "7"), 2, 21, "2")}, {"b.csv", b}}),
-      "no error");
+  EXPECT_EQ(sweep_merge_error(
+                {{"a.csv", with_field(with_field(a, 2, 20, "7"), 2, 21, "2")}, {"b.csv", b}}),
+            "no error");
 }
 
 TEST(SweepFingerprint, IsFnv1a64) {

@@ -6,14 +6,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "bundled_trace.h"
 #include "kvsim/sim/traces/trace.h"
 
 namespace kvsim {
 namespace {
-
-std::string bundled(const char* name) {
-  return std::string(KVSIM_SOURCE_DIR "/traces/") + name;
-}
 
 double mean_input(const Trace& t) {
   double s = 0;

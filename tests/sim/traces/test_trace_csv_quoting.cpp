@@ -16,7 +16,7 @@ namespace kvsim {
 namespace {
 
 // The fields of `line` as strings, or {"ERROR: <message>"}.
-std::vector<std::string> split(std::string_view line) {
+std::vector<std::string> split_fields(std::string_view line) {
   csv::Splitter s;
   if (const std::string err = s.split(line); !err.empty()) return {fmt::format("ERROR: {}", err)};
   return {s.fields().begin(), s.fields().end()};
@@ -25,17 +25,17 @@ std::vector<std::string> split(std::string_view line) {
 using V = std::vector<std::string>;
 
 TEST(CsvSplit, PlainFieldsAndEmptyOnes) {
-  EXPECT_EQ(split("a,b,c"), (V{"a", "b", "c"}));
-  EXPECT_EQ(split(""), (V{""}));
-  EXPECT_EQ(split(",x,"), (V{"", "x", ""}));
-  EXPECT_EQ(split(" a , b "), (V{" a ", " b "}));  // not trimmed
+  EXPECT_EQ(split_fields("a,b,c"), (V{"a", "b", "c"}));
+  EXPECT_EQ(split_fields(""), (V{""}));
+  EXPECT_EQ(split_fields(",x,"), (V{"", "x", ""}));
+  EXPECT_EQ(split_fields(" a , b "), (V{" a ", " b "}));  // not trimmed
 }
 
 TEST(CsvSplit, QuotedFieldsKeepCommasAndEscapedQuotes) {
-  EXPECT_EQ(split(R"("a,b",c)"), (V{"a,b", "c"}));
-  EXPECT_EQ(split(R"(x,"say ""hi""",y)"), (V{"x", R"(say "hi")", "y"}));
-  EXPECT_EQ(split(R"("","""")"), (V{"", "\""}));
-  EXPECT_EQ(split(R"("Request tokens","Response tokens")"),
+  EXPECT_EQ(split_fields(R"("a,b",c)"), (V{"a,b", "c"}));
+  EXPECT_EQ(split_fields(R"(x,"say ""hi""",y)"), (V{"x", R"(say "hi")", "y"}));
+  EXPECT_EQ(split_fields(R"("","""")"), (V{"", "\""}));
+  EXPECT_EQ(split_fields(R"("Request tokens","Response tokens")"),
             (V{"Request tokens", "Response tokens"}));
 }
 
@@ -47,16 +47,16 @@ TEST(CsvSplit, ViewsStayValidAcrossManyQuotedFields) {
     line += fmt::format("{}\"v{}\"\"\"", i ? "," : "", i);
     expected.push_back(fmt::format("v{}\"", i));
   }
-  EXPECT_EQ(split(line), expected);
+  EXPECT_EQ(split_fields(line), expected);
 }
 
 TEST(CsvSplit, MalformedQuotesAreErrorsNamingTheColumn) {
-  EXPECT_EQ(split(R"(a,"bc)"), (V{"ERROR: column 2: unterminated quote"}));
-  EXPECT_EQ(split(R"(a,"b""")"), (V{"a", "b\""}));  // "" then the closing quote
-  EXPECT_EQ(split(R"(a,"b"")"), (V{"ERROR: column 2: unterminated quote"}));
-  EXPECT_EQ(split(R"("a"b,c)"), (V{"ERROR: column 1: text after a closing quote"}));
-  EXPECT_EQ(split(R"(a,b"c)"), (V{"ERROR: column 2: stray quote in an unquoted field"}));
-  EXPECT_EQ(split(R"(a, "b")"), (V{"ERROR: column 2: stray quote in an unquoted field"}));
+  EXPECT_EQ(split_fields(R"(a,"bc)"), (V{"ERROR: column 2: unterminated quote"}));
+  EXPECT_EQ(split_fields(R"(a,"b""")"), (V{"a", "b\""}));  // "" then the closing quote
+  EXPECT_EQ(split_fields(R"(a,"b"")"), (V{"ERROR: column 2: unterminated quote"}));
+  EXPECT_EQ(split_fields(R"("a"b,c)"), (V{"ERROR: column 1: text after a closing quote"}));
+  EXPECT_EQ(split_fields(R"(a,b"c)"), (V{"ERROR: column 2: stray quote in an unquoted field"}));
+  EXPECT_EQ(split_fields(R"(a, "b")"), (V{"ERROR: column 2: stray quote in an unquoted field"}));
 }
 
 TEST(CsvSplit, ReusedSplitterForgetsThePreviousLine) {
@@ -68,7 +68,7 @@ TEST(CsvSplit, ReusedSplitterForgetsThePreviousLine) {
 
 TEST(CsvSplit, QuoteFieldRoundTrips) {
   for (const std::string v : {"bf16", "a,b", R"(say "hi")", "", "\"", "line\rend"}) {
-    EXPECT_EQ(split(csv::quote_field(v)), (V{v})) << v;
+    EXPECT_EQ(split_fields(csv::quote_field(v)), (V{v})) << v;
   }
   EXPECT_EQ(csv::quote_field("fp8_e4m3"), "fp8_e4m3");
   EXPECT_EQ(csv::quote_field("a,b"), "\"a,b\"");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bundled_trace.h"
 #include "kvsim/core/kv_backend.h"
 #include "kvsim/sim/engine/replay.h"
 #include "kvsim/sim/engine/step_time_model.h"
@@ -25,10 +26,6 @@
 
 namespace kvsim {
 namespace {
-
-std::string bundled(const std::string& name) {
-  return std::string(KVSIM_SOURCE_DIR) + "/traces/" + name;
-}
 
 std::vector<TraceRequest> streamed(const TraceStream& s) {
   std::vector<TraceRequest> out;
@@ -387,7 +384,7 @@ TEST_F(TraceStreamFiles, AStreamedTraceThatChangesBetweenThePassesIsAnError) {
 
 // The streaming replay against the whole-trace one on random traces: every timeline row and
 // summary field equal (wall time aside), invariants checked every step, and slots reused.
-struct Outputs {
+struct StreamOutputs {
   std::string timeline;
   std::string requests;
   std::string summary;
@@ -395,8 +392,8 @@ struct Outputs {
   int64_t preemptions = 0;
 };
 
-Outputs outputs_of(const ReplayResult& r) {
-  Outputs out;
+StreamOutputs stream_outputs_of(const ReplayResult& r) {
+  StreamOutputs out;
   std::ostringstream tl;
   write_timeline_csv(tl, r.timeline);
   out.timeline = tl.str();
@@ -447,15 +444,15 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
     const Trace whole = read_trace(p);
     const std::optional<TraceStream> s = TraceStream::open(p);
     ASSERT_TRUE(s.has_value());
-    const Outputs a = outputs_of(run_replay(c, whole, null, step));
-    const Outputs b = outputs_of(run_replay(c, *s, null, step));
+    const StreamOutputs a = stream_outputs_of(run_replay(c, whole, null, step));
+    const StreamOutputs b = stream_outputs_of(run_replay(c, *s, null, step));
     ASSERT_EQ(a.summary, b.summary) << "trace " << i;
     ASSERT_EQ(a.timeline, b.timeline) << "trace " << i;
     ASSERT_EQ(a.requests, b.requests) << "trace " << i;
     // Held (the default for these small traces) or read again: the same replay.
     const std::optional<TraceStream> reread = TraceStream::open(p, {}, /*max_held_bytes=*/0);
     ASSERT_TRUE(reread.has_value() && s->holds_requests() && !reread->holds_requests());
-    const Outputs b2 = outputs_of(run_replay(c, *reread, null, step));
+    const StreamOutputs b2 = stream_outputs_of(run_replay(c, *reread, null, step));
     ASSERT_EQ(b.summary, b2.summary) << "trace " << i;
     ASSERT_EQ(b.timeline, b2.timeline) << "trace " << i;
     ASSERT_EQ(b.requests, b2.requests) << "trace " << i;
