@@ -56,7 +56,7 @@ for spec in memcheck:120 racecheck:75 initcheck:60 synccheck:45; do
     "build/$preset/tests/kvsim_cuda_tests" "$filter" >"$OUT/$tool.log" 2>&1
   rc=$?
   tests=$(grep -Eo '\[  PASSED  \] [0-9]+ tests?' "$OUT/$tool.log" | grep -Eo '[0-9]+' | head -1)
-  errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$OUT/$tool.log" | tail -1)
+  errors=$(grep -Eo '(ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: .*)' "$OUT/$tool.log" | tail -1)
   case $rc in
     0) verdict="clean" ;;
     99) verdict="ERRORS"; status=1 ;;

@@ -6,10 +6,12 @@
 #
 #   bash tools/measure_gpu_profiles.sh                          # the default models below
 #   bash tools/measure_gpu_profiles.sh llama-3.1-8b:8192 ...    # MODEL[:MAX_TOKENS] ...
+#   DRY_RUN=1 CARD=h200 bash tools/measure_gpu_profiles.sh      # rehearsal without a GPU (FAKE)
 #
 # Builds only kvsim_gpu_profile, from .gpu-bundle/ when present (tools/make_gpu_bundle.sh; preset
-# gpu-bundle) or from the system packages (preset gpu). Unpack the results into
-# calibration/kvsim-gpu-profiles/<card>/ (its README.md says how they were shipped).
+# gpu-bundle) or from the system packages (preset gpu). Each archive holds
+# calibration/kvsim-<card>/<model>/ (card: CARD, or the second word of the GPU's name, lower case:
+# "NVIDIA H200" -> h200), so `tar -xzf` in the repository root puts it where its README.md says.
 # Exit status: 0 = every model written; 1 = a build step or a model failed (the log says which).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,9 @@ commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 say "commit $commit, preset $preset, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader \
   2>&1 | tee -a "$LOG"
+card=${CARD:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
+  | awk '{print tolower($2)}')}
+card=${card:-unknown}
 
 if ! cmake --preset "$preset" >"$OUT/configure.txt" 2>&1 \
   || ! cmake --build "build/$preset" -j "$(nproc)" --target kvsim_gpu_profile >>"$OUT/configure.txt" 2>&1; then
@@ -42,15 +47,17 @@ rm -f "$OUT/configure.txt"
 say "built kvsim_gpu_profile in ${SECONDS} s"
 
 work=$(mktemp -d)
+profiler=$PWD/build/$preset/cuda/kvsim_gpu_profile
 status=0
 for spec in "${models[@]}"; do
   model=${spec%%:*}
   max_tokens=4096
   [ "$spec" = "$model" ] || max_tokens=${spec#*:}
   t0=$SECONDS
-  if "build/$preset/cuda/kvsim_gpu_profile" --model "$model" --max-tokens "$max_tokens" \
-    --commit "$commit" --out "$work/$model" >>"$LOG" 2>&1; then
-    tar -czf "$OUT/$model.tar.gz" -C "$work" "$model"
+  dir=calibration/kvsim-$card/$model # relative, so the README's paths are the repository's
+  if (cd "$work" && "$profiler" --model "$model" --max-tokens "$max_tokens" --commit "$commit" \
+    --out "$dir" ${DRY_RUN:+--dry-run}) >>"$LOG" 2>&1; then
+    tar -czf "$OUT/$model.tar.gz" -C "$work" "$dir"
     say "$model (to $max_tokens tokens): ok in $((SECONDS - t0)) s"
   else
     say "$model (to $max_tokens tokens): FAILED after $((SECONDS - t0)) s"

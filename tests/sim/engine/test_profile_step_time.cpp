@@ -1,6 +1,7 @@
 // ProfileStepTime (`--step-time profile:DIR`): interpolation in tokens and all-reduce size
 // against hand-written tables, TP selection and refusal, the shape check, strict CSV errors, and
-// a replay on the shipped H100 Llama-2-7b profile checked against values read from the table.
+// a replay on the shipped H100 Llama-2-7b profile checked against values read from the table, and
+// the shipped H200 profiles against physical bounds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -402,6 +403,53 @@ TEST(ProfileStepTime, ShippedH100Llama2ReplayHasPlausibleDecodeSteps) {
   EXPECT_DOUBLE_EQ(terms.attn_kv, kappa * (64 * 1000 + 64) / (3350e9 * 0.7));
   EXPECT_NEAR(m->estimate(w).total_s,
               32 * table.at(64) * 1e-3 + terms.attn_compute + terms.attn_kv + 1e-3, 1e-12);
+}
+
+// The H200 profiles shipped in calibration/kvsim-h200/ (measured by tools/measure_gpu_profiles.sh):
+// each loads for the model its folder names on h200-141g at every TP it has, says it was measured
+// there, and is physically plausible: a one-token layer is no faster than reading its linear
+// weights at the card's HBM bandwidth (and within 4x of that), and a 4096-token layer no faster
+// than its GEMM FLOPs at the bf16 peak (and within 3x of that).
+TEST(ProfileStepTime, ShippedH200ProfilesLoadAndArePlausible) {
+  const GpuSpec& h200 = find_gpu_preset("h200-141g");
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(kSource + "/calibration/kvsim-h200")) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    std::ifstream readme(entry.path() / "README.md");
+    std::stringstream text;
+    text << readme.rdbuf();
+    EXPECT_NE(text.str().find("| card | NVIDIA H200 |"), std::string::npos);
+    EXPECT_NE(text.str().find("| timings | measured"), std::string::npos);
+    EXPECT_EQ(text.str().find("FAKE"), std::string::npos);
+    const ModelSpec& spec = find_model_preset(name);
+    const auto model = make_profile_step_time("profile:" + entry.path().string(), spec, h200, 1);
+    const auto* m = dynamic_cast<const ProfileStepTime*>(model.get());
+    ASSERT_NE(m, nullptr);
+    const double layers = static_cast<double>(spec.num_layers);
+    const double q = static_cast<double>(spec.num_attention_heads * spec.head_dim);
+    const double kv = static_cast<double>(spec.num_kv_heads * spec.head_dim);
+    const double d = static_cast<double>(spec.hidden_size);
+    const double f = static_cast<double>(spec.intermediate_size);
+    const double params = d * (q + 2 * kv) + q * d + d * 2 * f + f * d;  // per layer, linear ops
+    const double one = m->terms(decode_batch(1, 1000)).layers / layers;
+    const double hbm_floor = 2 * params / (h200.hbm_gb_per_s * 1e9);
+    EXPECT_GT(one, hbm_floor);
+    EXPECT_LT(one, 4 * hbm_floor);
+    const double big = m->terms(decode_batch(4096, 1000)).layers / layers;
+    const double flop_floor = 2 * 4096 * params / (h200.peak_bf16_tflops * 1e12);
+    EXPECT_GT(big, flop_floor);
+    EXPECT_LT(big, 3 * flop_floor);
+    for (const int32_t tp : {2, 4, 8}) {
+      if (spec.num_kv_heads % tp != 0) continue;
+      EXPECT_NO_THROW(make_profile_step_time(
+          "profile:" + entry.path().string() + ",all_reduce=" + kH100Dgx, spec, h200, tp))
+          << "tp " << tp;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
 }
 
 }  // namespace
