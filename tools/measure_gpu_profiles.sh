@@ -3,6 +3,7 @@
 # this machine's GPU, for `--step-time profile:DIR`, in one device call. Each model's directory is
 # packed into $OUT/<model>.tar.gz as soon as it is written, so a run stopped by its time limit
 # still returns the models it finished; $OUT/measure_gpu_profiles.log has the commands and times.
+# The device tool brings back 8 files: the log and 7 models a call.
 #
 #   bash tools/measure_gpu_profiles.sh                          # the default models below
 #   bash tools/measure_gpu_profiles.sh llama-3.1-8b:8192 ...    # MODEL[:MAX_TOKENS] ...
