@@ -11,8 +11,9 @@
 #
 # Builds only kvsim_gpu_profile, from .gpu-bundle/ when present (tools/make_gpu_bundle.sh; preset
 # gpu-bundle) or from the system packages (preset gpu). Each archive holds
-# calibration/kvsim-<card>/<model>/ (card: CARD, or the second word of the GPU's name, lower case:
-# "NVIDIA H200" -> h200), so `tar -xzf` in the repository root puts it where its README.md says.
+# calibration/kvsim-<card>/<model>/ (card: CARD, or the GPU's name without "NVIDIA", lower case,
+# words joined by '-': "NVIDIA H200" -> h200, "NVIDIA GeForce RTX 4090" -> geforce-rtx-4090), so
+# `tar -xzf` in the repository root puts it where its README.md says.
 # Exit status: 0 = every model written; 1 = a build step or a model failed (the log says which).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ say "commit $commit, preset $preset, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader \
   2>&1 | tee -a "$LOG"
 card=${CARD:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
-  | awk '{print tolower($2)}')}
+  | tr 'A-Z' 'a-z' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/-$//')}
 card=${card:-unknown}
 
 if ! cmake --preset "$preset" >"$OUT/configure.txt" 2>&1 \
