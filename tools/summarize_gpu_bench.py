@@ -320,7 +320,8 @@ def build_summary(args):
     baselines = {
         "d2d": (f"D2D {d2d:,.1f} GB/s (read + write, same run)" if d2d else
                 "D2D: " + ("no GPU" if no_gpu else ctx.get("d2d_ceiling_GBps", "not measured"))),
-        "pinned": (f"pinned D2H {d2h:,.1f} / H2D {h2d:,.1f} GB/s (same run, each way)"
+        "pinned": (f"pinned D2H {d2h:,.1f} / H2D {h2d:,.1f} GB/s across the link (same run, "
+                   "each way; the rows' GB/s count read + write, twice that)"
                    if d2h and h2d else
                    "pinned: " + ("no GPU" if no_gpu else ctx.get("pinned_h2d_GBps", "not measured"))),
     }
