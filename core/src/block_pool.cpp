@@ -234,6 +234,15 @@ template <bool kCheckState>
 }
 
 void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
+  free_blocks_impl<false>(ordered_blocks);
+}
+
+void BlockPool::free_held_blocks(std::span<const BlockId> ordered_blocks) {
+  free_blocks_impl<true>(ordered_blocks);
+}
+
+template <bool kHeld>
+void BlockPool::free_blocks_impl(std::span<const BlockId> ordered_blocks) {
   if (ordered_blocks.empty()) return;
   // The common case: every listed block drops from 1 to 0, none is the null block and none is
   // hashed. Then nothing is appended and the list itself, in order, goes to the head: one pass
@@ -248,12 +257,13 @@ void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
       return;
   } else if (!is_cached(ordered_blocks.back())) {
     if (free_blocks_if_all_unhashed<true>(ordered_blocks)) return;
-  } else if (free_blocks_if_unhashed_then_hashed(ordered_blocks)) {
+  } else if (free_blocks_if_unhashed_then_hashed<kHeld>(ordered_blocks)) {
     return;
   }
   free_blocks_general(ordered_blocks);
 }
 
+template <bool kHeld>
 bool BlockPool::free_blocks_if_unhashed_then_hashed(std::span<const BlockId> ordered_blocks) {
   size_t m = 0;
   while (m < ordered_blocks.size() && ordered_blocks[m] != kNullBlockId &&
@@ -263,7 +273,7 @@ bool BlockPool::free_blocks_if_unhashed_then_hashed(std::span<const BlockId> ord
   const std::span<const BlockId> hashed = ordered_blocks.subspan(m);
   const BlockState* const state = state_.data();
   // extra_refs == 0 and a hash (dup_next != kUnhashed); never the null block.
-  const bool appended = free_block_queue_.append_n_if_all(hashed, [state](BlockId b) {
+  const bool appended = free_block_queue_.append_n_if_all<!kHeld>(hashed, [state](BlockId b) {
     const BlockState& s = state[static_cast<size_t>(b)];
     return (b != kNullBlockId) & (s.extra_refs == 0) & (s.dup_next != kUnhashed);
   });

@@ -243,7 +243,7 @@ void KVCacheManager::free(const Request& request) {
   // vLLM frees the table in reverse (tail blocks are evicted first); the table is dropped after
   // this, so it is reversed in place rather than copied.
   std::reverse(st.blocks.begin(), st.blocks.end());
-  block_pool_.free_blocks(st.blocks);
+  block_pool_.free_held_blocks(st.blocks);  // a table: its blocks in use, each listed once
   total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());
   total_held_tokens_ -= st.held_tokens;
   --num_live_requests_;

@@ -193,6 +193,7 @@ void run_free_paths_against_list(bool caching, uint64_t seed) {
   std::vector<V> holders;
   uint64_t next_key = 1;
   int64_t fast_shaped = 0;  // frees that the fast path can take whole
+  int64_t held_frees = 0;   // frees through free_held_blocks
   for (int op = 0; op < 60000; ++op) {
     const int kind = static_cast<int>(rng() % 10);
     if (kind < 3) {  // allocate
@@ -250,7 +251,17 @@ void run_free_paths_against_list(bool caching, uint64_t seed) {
                 !hashed[static_cast<size_t>(b)];
       }
       fast_shaped += whole ? 1 : 0;
-      pool.free_blocks(list);
+      // A list naming each block once is a table: free_held_blocks' precondition (every block
+      // held, listed once) holds, and it must free exactly as free_blocks does.
+      V sorted = list;
+      std::sort(sorted.begin(), sorted.end());
+      const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+      if (distinct && rng() % 2 == 0) {
+        pool.free_held_blocks(list);
+        ++held_frees;
+      } else {
+        pool.free_blocks(list);
+      }
       V front, back;
       for (const BlockId b : list) {
         if (--ref[static_cast<size_t>(b)] == 0 && b != kNullBlockId) {
@@ -273,8 +284,9 @@ void run_free_paths_against_list(bool caching, uint64_t seed) {
       ASSERT_NO_THROW(pool.check_invariants()) << "op " << op;
     }
   }
-  // Both sides of the split were exercised.
+  // Both sides of the split were exercised, and both entry points.
   EXPECT_GT(fast_shaped, 1000);
+  EXPECT_GT(held_frees, 1000);
   pool.check_invariants();
 }
 

@@ -151,6 +151,13 @@ class BlockPool {
   // For each block in order: ref_cnt -= 1. Blocks reaching 0 (not null) are prepended (no hash)
   // or appended (hashed) to the free queue, each group in the given order.
   void free_blocks(std::span<const BlockId> ordered_blocks);
+  // free_blocks for one table's blocks, in any order the caller frees them. Precondition (the
+  // caller's, not checked on the fast path): every listed block is in use (ref_cnt >= 1, so not
+  // free: I1) and listed once, as a request's block table is (KVCacheManager::free). The
+  // hashed blocks are then appended without the free queue's per-block "already free or listed
+  // twice" test, about a fifth of a finished table's cost (issue 27); the shared, null and
+  // hashed tests stay, and anything else takes free_blocks' own path.
+  void free_held_blocks(std::span<const BlockId> ordered_blocks);
 
   // Clears every hash if only the null block is in use. Returns false (and changes nothing)
   // otherwise.
@@ -210,7 +217,12 @@ class BlockPool {
   // free_blocks' path for a finished request's table in reverse: its unhashed blocks (the
   // partial last one) first, then hashed ones, each dropping from 1 to 0. Prepends the first,
   // appends the others, as the general path would; otherwise changes nothing and returns false.
+  // kHeld: the blocks are in use and listed once (free_held_blocks), so the free queue's
+  // "already free or listed twice" test is skipped for the hashed part.
+  template <bool kHeld>
   bool free_blocks_if_unhashed_then_hashed(std::span<const BlockId> ordered_blocks);
+  template <bool kHeld>
+  void free_blocks_impl(std::span<const BlockId> ordered_blocks);
   // free_blocks, one block at a time: the reference order of decrements, pushes and errors.
   void free_blocks_general(std::span<const BlockId> ordered_blocks);
 

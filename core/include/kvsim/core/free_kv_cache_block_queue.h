@@ -132,7 +132,9 @@ class FreeKVCacheBlockQueue {
   // and keep(b) holds, else pushes nothing; keep is called first to last. unappend_n(n) takes
   // back the n blocks the last append pushed, when nothing was pushed or popped since (BlockPool
   // frees a list in two parts and undoes the first when the second is refused).
-  template <class Keep>
+  // kCheckFree false: the caller guarantees every block is not free and listed once (BlockPool::
+  // free_held_blocks), so only keep(b) can refuse one.
+  template <bool kCheckFree = true, class Keep>
   bool append_n_if_all(std::span<const BlockId> blocks, Keep&& keep);
   void unappend_n(size_t n) {
     tail_ -= static_cast<uint32_t>(n);
@@ -336,7 +338,7 @@ class FreeKVCacheBlockQueue {
 // [head_, tail_ + i) and the slot there holds it (free, Q2, or written earlier in this pass); any
 // other position is stale (see push_if_all). On refusal tail_ has not moved: the entries written
 // lie outside the window and the positions written belong to blocks that are not free.
-template <class Keep>
+template <bool kCheckFree, class Keep>
 bool FreeKVCacheBlockQueue::append_n_if_all(std::span<const BlockId> blocks, Keep&& keep) {
   if (blocks.empty()) return true;
   make_room(blocks.size());
@@ -351,9 +353,11 @@ bool FreeKVCacheBlockQueue::append_n_if_all(std::span<const BlockId> blocks, Kee
   // blocks[i] to ring slot `slot` (its logical position tail + i); false on a refusal.
   auto one = [&](uint32_t i, BlockId* slot) {
     const BlockId b = ids[i];
-    const uint32_t p = pos[static_cast<size_t>(b)];
-    if (p - head < tail + i - head) [[unlikely]] {
-      if (ring[p & mask] == b) return false;
+    if constexpr (kCheckFree) {
+      const uint32_t p = pos[static_cast<size_t>(b)];
+      if (p - head < tail + i - head) [[unlikely]] {
+        if (ring[p & mask] == b) return false;
+      }
     }
     if (!keep(b)) [[unlikely]] {
       return false;
