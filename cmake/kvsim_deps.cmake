@@ -3,9 +3,9 @@
 # tools/make_gpu_bundle.sh (for the bare GPU machine, where nothing can be installed), each of
 # fmt, xxhash, CLI11, nlohmann-json, zlib, GoogleTest and Google Benchmark whose system package is
 # not found comes from the bundle instead, and Abseil, which is not bundled, is replaced by
-# std::unordered_map in BlockPool, Boost.Sort by std::sort.
+# std::unordered_map in BlockPool.
 #
-# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, kvsim_hash_map, kvsim_sort,
+# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, kvsim_hash_map,
 # CLI11::CLI11, nlohmann_json::nlohmann_json, ZLIB::ZLIB, and (when tests/benchmarks are built)
 # GTest::gtest, GTest::gtest_main, benchmark::benchmark.
 
@@ -64,20 +64,6 @@ else()
   # PUBLIC through kvsim_core: every translation unit must see the same BlockPool layout.
   target_compile_definitions(kvsim_hash_map INTERFACE KVSIM_STD_HASH_MAP=1)
   message(STATUS "kvsim: absl not found: BlockPool uses std::unordered_map (slower; results equal)")
-endif()
-
-# --- Boost.Sort (header-only): the latency summary's sort; std::sort where Boost is absent ------
-# spreadsort's float_sort puts non-NaN doubles in std::sort's order (it may order -0.0 and +0.0
-# differently; a latency is never -0.0), so the ascending-order sum and every percentile are the
-# same, in about 40 % of std::sort's time on a replay's latencies (19k values: 0.31 vs 0.79 ms).
-add_library(kvsim_sort INTERFACE)
-find_package(Boost 1.74 ${kvsim_find_mode})
-if(Boost_FOUND)
-  target_link_libraries(kvsim_sort INTERFACE Boost::headers)
-  target_compile_definitions(kvsim_sort INTERFACE KVSIM_HAVE_BOOST_SORT=1)
-  kvsim_dep_source(Boost.Sort "the system (${Boost_VERSION})")
-else()
-  message(STATUS "kvsim: Boost not found: latency summaries use std::sort (slower; results equal)")
 endif()
 
 # --- CLI11 and nlohmann-json (header-only) and zlib: kvsim_sim and the kvsim CLI -------------------

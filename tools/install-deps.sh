@@ -4,8 +4,6 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
       libbenchmark-dev libxxhash-dev libabsl-dev zlib1g-dev python3 python3-matplotlib
-      # Boost.Sort (header-only): the latency summary's sort (cmake/kvsim_deps.cmake).
-      libboost-dev
       # NLopt: kvsim calibrate's bounded derivative-free optimiser (BOBYQA).
       libnlopt-dev libnlopt-cxx-dev
       # clang + libclang-rt-dev (libFuzzer): the fuzz targets' smoke runs (docs/files.md).

@@ -1,6 +1,7 @@
 // Latency statistics: nearest-rank percentile edge cases and the TTFT/TPOT/e2e/queueing formulas.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -63,14 +64,14 @@ TEST(SummarizeLatencies, SortsAndSummarizes) {
   EXPECT_EQ(z.max, 0.0);
 }
 
-// The sort (Boost.Sort's float_sort where Boost is found) orders like std::sort: the same
+// The sort (a radix sort of the bit patterns for non-negative values) orders like std::sort: the same
 // sequence bit for bit, so the ascending-order mean and the percentiles are the same. Latency
 // lists: many exact repeats (a fixed step time), zeros, wide ranges, tiny and huge values.
 TEST(SummarizeLatencies, SortsExactlyAsStdSort) {
   std::mt19937_64 rng(27);
   std::lognormal_distribution<double> spread(0.0, 2.0);
   std::uniform_int_distribution<int> pick(0, 9);
-  for (size_t n : {size_t{1}, size_t{2}, size_t{999}, size_t{1000}, size_t{5000}, size_t{19365},
+  for (size_t n : {size_t{1}, size_t{2}, size_t{255}, size_t{256}, size_t{999}, size_t{1000}, size_t{5000}, size_t{19365},
                    size_t{100000}}) {
     std::vector<double> v(n);
     for (double& x : v) {
@@ -88,6 +89,27 @@ TEST(SummarizeLatencies, SortsExactlyAsStdSort) {
     EXPECT_EQ(s.p50, percentile_sorted(reference, 0.50));
     EXPECT_EQ(s.p90, percentile_sorted(reference, 0.90));
     EXPECT_EQ(s.p99, percentile_sorted(reference, 0.99));
+    EXPECT_EQ(s.max, reference.back());
+  }
+}
+
+// Values the radix sort does not take (a negative value, -0.0) are sorted by std::sort; values it
+// takes include subnormals, the largest double and +infinity, whose bit patterns are still in
+// order.
+TEST(SummarizeLatencies, SortsOddValuesAsStdSort) {
+  std::mt19937_64 rng(2027);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double odd[] = {5e-324, 1e-310, std::numeric_limits<double>::max(),
+                        std::numeric_limits<double>::infinity(), 0.0};
+  for (const double extra : {0.0, -1.5, -0.0}) {
+    std::vector<double> v(4096);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = i % 7 == 0 ? odd[i % 5] : unit(rng) * 1e3;
+    v[1234] = extra;
+    std::vector<double> reference = v;
+    std::sort(reference.begin(), reference.end());
+    const LatencySummary s = summarize_latencies(v);
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], reference[i]) << i << " " << extra;
+    EXPECT_EQ(s.p50, percentile_sorted(reference, 0.50));
     EXPECT_EQ(s.max, reference.back());
   }
 }

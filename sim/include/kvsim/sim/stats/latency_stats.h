@@ -47,7 +47,7 @@ struct LatencySummary {
   double max = 0.0;
 };
 
-// Sorts `values` in place and summarises them (no allocation).
+// Sorts `values` in place and summarises them (a per-thread scratch buffer, reused).
 LatencySummary summarize_latencies(std::span<double> values);
 
 // The timestamps of one finished request, in replay-clock nanoseconds.
