@@ -266,27 +266,50 @@ int64_t Scheduler::lazy_count_pending_cache_marks(int64_t batch) const {
   return n;
 }
 
-bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min) {
+bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda) {
   // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
   // member or a sync decode would stop it (the prediction's stop bounds, event_blocks -1), or
   // when its one decode needs a block the pool no longer has.
+  // One pass from the back over every member: the events, the least other event, and the
+  // agenda's lists (each starting in running order; see agenda_push).
+  static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
+  const size_t n = running_.size();
+  // Locals: the stores into the lists could alias the members as far as the compiler knows.
   const int64_t* const next_sched = lz_next_sched_.data();
   const LazyRunning* const lz = lz_.data();
-  const size_t n = running_.size();
   uint32_t* const events = lz_quiet_buffer();
+  agenda_next_.resize(n);
+  int32_t* const agenda_next = agenda_next_.data();
+  std::array<int32_t, kAgendaSteps> head;
+  head.fill(-1);
+  uint64_t mask = 0;
+  bool in_window = true;
   size_t count = 0;
   int64_t blocks = 0;
   bool stays = true;
   int64_t least = INT64_MAX;
-  for (size_t i = 0; i < n; ++i) {
-    if (next_sched[i] > batch) {
-      least = std::min(least, next_sched[i]);
+  for (size_t i = n; i-- > 0;) {
+    const int64_t next = next_sched[i];
+    if (next > batch) {
+      least = std::min(least, next);
+    } else {
+      events[count++] = static_cast<uint32_t>(i);
+      stays &= lz[i].event_blocks >= 0;
+      blocks += lz[i].event_blocks;
+    }
+    if (next < batch || next >= batch + kAgendaSteps) {
+      in_window = false;  // no agenda: the lists are left as they are, never read
       continue;
     }
-    events[count++] = static_cast<uint32_t>(i);
-    stays &= lz[i].event_blocks >= 0;
-    blocks += lz[i].event_blocks;
+    const auto slot = static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1));
+    agenda_next[i] = head[slot];
+    head[slot] = static_cast<int32_t>(i);
+    mask |= uint64_t{1} << slot;
   }
+  std::reverse(events, events + count);  // running order
+  agenda_head_ = head;
+  agenda_mask_ = mask;
+  agenda = in_window;
   lz_quiet_count_ = count;
   passed_min = least;
   return stays && blocks <= kv_.num_free_blocks();
@@ -322,8 +345,7 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
     if (agenda) {
       if (!agenda_quiet_events(batch, passed_min)) return nullptr;
     } else {
-      if (!lazy_quiet_events(batch, passed_min)) return nullptr;
-      agenda = agenda_build(batch);
+      if (!lazy_quiet_events(batch, passed_min, agenda)) return nullptr;
     }
   }
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
@@ -389,21 +411,6 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   agenda_step_ = agenda ? step_ : -1;
   agenda_update_ = first_pending_step_;
   return &out;
-}
-
-bool Scheduler::agenda_build(int64_t batch) {
-  const size_t n = running_.size();
-  const int64_t* const next_sched = lz_next_sched_.data();
-  agenda_next_.resize(n);
-  agenda_head_.fill(-1);
-  agenda_mask_ = 0;
-  // From the back, so that each list starts in running order.
-  for (size_t k = n; k-- > 0;) {
-    const int64_t next = next_sched[k];
-    if (next < batch || next >= batch + kAgendaSteps) return false;
-    agenda_push(k, next);
-  }
-  return true;
 }
 
 void Scheduler::agenda_push(size_t i, int64_t next) {

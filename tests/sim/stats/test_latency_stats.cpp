@@ -64,15 +64,15 @@ TEST(SummarizeLatencies, SortsAndSummarizes) {
   EXPECT_EQ(z.max, 0.0);
 }
 
-// The sort (a radix sort of the bit patterns for non-negative values) orders like std::sort: the same
-// sequence bit for bit, so the ascending-order mean and the percentiles are the same. Latency
+// The sort (a radix sort of the bit patterns for non-negative values) orders like std::sort: the
+// same sequence bit for bit, so the ascending-order mean and the percentiles are the same. Latency
 // lists: many exact repeats (a fixed step time), zeros, wide ranges, tiny and huge values.
 TEST(SummarizeLatencies, SortsExactlyAsStdSort) {
   std::mt19937_64 rng(27);
   std::lognormal_distribution<double> spread(0.0, 2.0);
   std::uniform_int_distribution<int> pick(0, 9);
-  for (size_t n : {size_t{1}, size_t{2}, size_t{255}, size_t{256}, size_t{999}, size_t{1000}, size_t{5000}, size_t{19365},
-                   size_t{100000}}) {
+  for (size_t n : {size_t{1}, size_t{2}, size_t{255}, size_t{256}, size_t{999}, size_t{1000},
+                   size_t{5000}, size_t{19365}, size_t{100000}}) {
     std::vector<double> v(n);
     for (double& x : v) {
       const int k = pick(rng);

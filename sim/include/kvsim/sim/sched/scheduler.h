@@ -506,21 +506,18 @@ class Scheduler {
   }
   // Quiet runs' agenda (quiet_run_step): the members by the step of their next schedule event,
   // one list per step modulo kAgendaSteps, so that a quiet step finds its events without a pass
-  // over every member. Built by the first quiet step of a run that has events, from that step's
-  // pass; kept by each quiet step (its events' new predictions are added); valid only while
-  // agenda_step_ == step_ and agenda_update_ == first_pending_step_, i.e. until any other call
-  // schedules or updates. Invariant while valid: every member is in the list of its
-  // lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_ is
-  // set iff list k is not empty. Never built when a prediction falls outside the window.
+  // over every member. Built by the first quiet step of a run that has events, in that step's
+  // pass (lazy_quiet_events); kept by each quiet step (its events' new predictions are added);
+  // valid only while agenda_step_ == step_ and agenda_update_ == first_pending_step_, i.e. until
+  // any other call schedules or updates. Invariant while valid: every member is in the list of
+  // its lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_
+  // is set iff list k is not empty. Never valid when a prediction falls outside the window.
   static constexpr int64_t kAgendaSteps = 64;
   std::array<int32_t, kAgendaSteps> agenda_head_{};  // first running index, -1: empty
   std::vector<int32_t> agenda_next_;                 // by running index: the next in its list
   uint64_t agenda_mask_ = 0;
   int64_t agenda_step_ = -1;
   int64_t agenda_update_ = -1;
-  // Builds the agenda from lz_next_sched_ at `batch`; false (nothing valid) when an event lies
-  // outside [batch, batch + kAgendaSteps).
-  bool agenda_build(int64_t batch);
   // Puts running index i at the head of the list of step `next` (in the agenda's range).
   void agenda_push(size_t i, int64_t next);
   // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
@@ -571,8 +568,11 @@ class Scheduler {
   // Lists the members with an event at `batch` in lz_quiet_events_ (all running requests being
   // members) and sets passed_min to the least next event of the others; true when
   // lazy_schedule_event() succeeds for each: its event predicted to stay one decode
-  // (event_blocks >= 0) and the pool holding the new blocks they take.
-  bool lazy_quiet_events(int64_t batch, int64_t& passed_min);
+  // (event_blocks >= 0) and the pool holding the new blocks they take. In the same pass it
+  // builds the agenda from lz_next_sched_ at `batch` and sets `agenda` to whether that is valid
+  // (false when an event lies outside [batch, batch + kAgendaSteps)); the caller makes it the
+  // agenda (agenda_step_) only if the step turns out quiet.
+  bool lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda);
   // lazy_schedule_event() of a member lazy_quiet_events() listed (throws std::logic_error if
   // the predicted allocation fails).
   void lazy_quiet_event(size_t running_index);
