@@ -1,4 +1,5 @@
 // Timeline and per-request CSV writers.
+#include <bit>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -76,7 +77,9 @@ uint32_t format_group(char* text, const int64_t (&v)[N]) {
 
 }  // namespace
 
-TimelineRowFormatter::TimelineRowFormatter() {
+TimelineRowFormatter::TimelineRowFormatter()
+    : column_field_{&step_,      &time_,      &duration_,  nullptr, &blocks_[0],
+                    &blocks_[1], &blocks_[2], &blocks_[3], nullptr} {
   step_.len = format_field<FieldKind::kInt>(step_.text, 0);
   time_.len = format_field<FieldKind::kSeconds>(time_.text, 0);
   duration_.len = format_field<FieldKind::kSeconds>(duration_.text, 0);
@@ -87,9 +90,37 @@ TimelineRowFormatter::TimelineRowFormatter() {
                            FieldKind::kInt>(tail_.text, tail_.values);
 }
 
+namespace {
+
+// n bytes (n <= kFieldTextBytes) from s to d: two fixed-size copies that overlap, so no
+// call and no loop (the branches follow a column's length, which rarely changes).
+inline void copy_field_text(char* d, const char* s, uint32_t n) {
+  static_assert(kFieldTextBytes <= 32);
+  if (n >= 16) {
+    std::memcpy(d, s, 16);
+    std::memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(d, s, 8);
+    std::memcpy(d + n - 8, s + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(d, s, 4);
+    std::memcpy(d + n - 4, s + n - 4, 4);
+  } else if (n > 0) {  // a time of -1 (never) is empty text
+    d[0] = s[0];
+    d[n / 2] = s[n / 2];
+    d[n - 1] = s[n - 1];
+  }
+}
+
+}  // namespace
+
 char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
+  // Each column's text first, noting which changed and whether every change kept its length.
+  uint32_t changed = 0;  // bit k: column k's text changed
+  bool same_lengths = true;
   // The step: usually the last one + 1, a decimal increment of its text.
   if (r.step != step_.value) {
+    const uint32_t before = step_.len;
     if (step_.value >= 0 && step_.value < INT64_MAX && r.step == step_.value + 1) {
       char* const t = step_.text;
       int64_t i = static_cast<int64_t>(step_.len) - 1;
@@ -105,25 +136,73 @@ char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
       step_.len = format_field<FieldKind::kInt>(step_.text, r.step);
     }
     step_.value = r.step;
+    changed |= 1u << 0;
+    same_lengths &= step_.len == before;
   }
-  std::memcpy(p, step_.text, kFieldTextBytes);
-  p += step_.len;
   // A single column: reformatted only when its value changed.
-  auto put = [&p]<FieldKind kKind>(Field& field, int64_t v) {
-    if (v != field.value) {
-      field.value = v;
-      field.len = format_field<kKind>(field.text, v);
-    }
-    *p = ',';
-    std::memcpy(p + 1, field.text, kFieldTextBytes);
-    p += 1 + field.len;
+  auto update = [&]<FieldKind kKind>(Field& field, int64_t v, uint32_t column) {
+    if (v == field.value) return;
+    const uint32_t before = field.len;
+    field.value = v;
+    field.len = format_field<kKind>(field.text, v);
+    changed |= 1u << column;
+    same_lengths &= field.len == before;
   };
   // A group: one comparison of all its values, its text reformatted only when one changed.
-  auto put_group = [&p]<size_t N>(Group<N>& g, const int64_t(&v)[N], auto reformat) {
-    if (std::memcmp(v, g.values, sizeof v) != 0) {
-      std::memcpy(g.values, v, sizeof v);
-      g.len = reformat(g.text, g.values);
+  auto update_group = [&]<size_t N>(Group<N>& g, const int64_t(&v)[N], auto reformat,
+                                    uint32_t column) {
+    if (std::memcmp(v, g.values, sizeof v) == 0) return;
+    std::memcpy(g.values, v, sizeof v);
+    g.len = reformat(g.text, g.values);
+    changed |= 1u << column;
+    same_lengths = false;  // a group's text is never patched in place
+  };
+  update.template operator()<FieldKind::kSeconds>(time_, r.time_ns, 1);
+  update.template operator()<FieldKind::kSeconds>(duration_, r.duration_ns, 2);
+  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
+                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens};
+  update_group(
+      counts_, counts,
+      [](char* t, const int64_t(&v)[6]) {
+        return format_group<FieldKind::kInt, FieldKind::kInt, FieldKind::kInt, FieldKind::kInt,
+                            FieldKind::kInt, FieldKind::kInt>(t, v);
+      },
+      3);
+  update.template operator()<FieldKind::kInt>(blocks_[0], r.used_blocks, 4);
+  update.template operator()<FieldKind::kInt>(blocks_[1], r.free_blocks, 5);
+  update.template operator()<FieldKind::kInt>(blocks_[2], r.cached_blocks, 6);
+  update.template operator()<FieldKind::kInt>(blocks_[3], r.padding_tokens, 7);
+  const int64_t tail[] = {r.preemptions, static_cast<int64_t>(r.admission_stop), r.swap_out_blocks,
+                          r.swap_in_blocks, r.host_slots_used};
+  update_group(
+      tail_, tail,
+      [](char* t, const int64_t(&v)[5]) {
+        return format_group<FieldKind::kInt, FieldKind::kStop, FieldKind::kInt, FieldKind::kInt,
+                            FieldKind::kInt>(t, v);
+      },
+      8);
+
+  if (same_lengths && row_len_ > 0) {
+    // The last row with the changed columns written over theirs, then copied out whole (p has
+    // kMaxCsvRow of room).
+    for (uint32_t bits = changed; bits != 0; bits &= bits - 1) {
+      const auto k = static_cast<size_t>(std::countr_zero(bits));
+      const Field& f = *column_field_[k];
+      copy_field_text(row_ + offset_[k], f.text, f.len);
     }
+    std::memcpy(p, row_, kRowCopyBytes);
+    return p + row_len_;
+  }
+
+  // Column by column, noting where each starts.
+  char* const begin = p;
+  auto put = [&p, begin, this](const Field& field, size_t column) {
+    offset_[column] = static_cast<uint32_t>(p - begin);
+    std::memcpy(p, field.text, kFieldTextBytes);
+    p += field.len;
+  };
+  auto put_group = [&p, begin, this]<size_t N>(const Group<N>& g, size_t column) {
+    offset_[column] = static_cast<uint32_t>(p - begin);
     if (g.len <= 32) {
       std::memcpy(p, g.text, 32);
     } else {
@@ -131,25 +210,25 @@ char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
     }
     p += g.len;
   };
-  put.template operator()<FieldKind::kSeconds>(time_, r.time_ns);
-  put.template operator()<FieldKind::kSeconds>(duration_, r.duration_ns);
-  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
-                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens};
-  put_group(counts_, counts, [](char* t, const int64_t(&v)[6]) {
-    return format_group<FieldKind::kInt, FieldKind::kInt, FieldKind::kInt, FieldKind::kInt,
-                        FieldKind::kInt, FieldKind::kInt>(t, v);
-  });
-  put.template operator()<FieldKind::kInt>(blocks_[0], r.used_blocks);
-  put.template operator()<FieldKind::kInt>(blocks_[1], r.free_blocks);
-  put.template operator()<FieldKind::kInt>(blocks_[2], r.cached_blocks);
-  put.template operator()<FieldKind::kInt>(blocks_[3], r.padding_tokens);
-  const int64_t tail[] = {r.preemptions, static_cast<int64_t>(r.admission_stop), r.swap_out_blocks,
-                          r.swap_in_blocks, r.host_slots_used};
-  put_group(tail_, tail, [](char* t, const int64_t(&v)[5]) {
-    return format_group<FieldKind::kInt, FieldKind::kStop, FieldKind::kInt, FieldKind::kInt,
-                        FieldKind::kInt>(t, v);
-  });
+  put(step_, 0);
+  *p++ = ',';
+  put(time_, 1);
+  *p++ = ',';
+  put(duration_, 2);
+  put_group(counts_, 3);
+  for (size_t k = 0; k < 4; ++k) {
+    *p++ = ',';
+    put(blocks_[k], 4 + k);
+  }
+  put_group(tail_, 8);
   *p++ = '\n';
+  const auto len = static_cast<size_t>(p - begin);
+  if (len <= kRowCopyBytes) {
+    std::memcpy(row_, begin, kRowCopyBytes);
+    row_len_ = static_cast<uint32_t>(len);
+  } else {
+    row_len_ = 0;
+  }
   return p;
 }
 

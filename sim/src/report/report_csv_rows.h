@@ -133,14 +133,27 @@ inline char* put_seconds(char* p, int64_t ns) {
 // they move at arrivals, prefills and finishes) and the tail (13-17: preemptions, the admission
 // stop, swaps) - so each run keeps its whole text, ",v,v,...", and copies it while none of its
 // values changed: one comparison and one copy instead of one per column.
+// Most rows change only columns whose text keeps its length (the step, the clock, the blocks, the
+// padding): such a row is the last row's text, copied whole, with those columns' texts written
+// over theirs at the same offsets - no pass that moves the write position column by column
+// (each move waits on the length before it: a chain through every column).
 // Invariant: for every field, text[0, len) is the formatting of value; for every group,
-// text[0, len) is "," followed by each value's formatting, separated by ",".
+// text[0, len) is "," followed by each value's formatting, separated by ","; when row_len_ > 0,
+// row_[0, row_len_) is the last row put (its '\n' included) and offset_[k] where column k's
+// text starts in it (kColumns: step, time, duration, the counts group, the four block columns,
+// the tail group).
 class TimelineRowFormatter {
  public:
   TimelineRowFormatter();
+  // Not copyable: column_field_ points into the object.
+  TimelineRowFormatter(const TimelineRowFormatter&) = delete;
+  TimelineRowFormatter& operator=(const TimelineRowFormatter&) = delete;
   char* put(char* p, const TimelineRow& r);
 
  private:
+  static constexpr size_t kColumns = 9;
+  // A row longer than this (never on a real replay) always takes the column-by-column path.
+  static constexpr size_t kRowCopyBytes = 128;
   struct Field {
     int64_t value = 0;
     uint32_t len = 0;
@@ -160,6 +173,11 @@ class TimelineRowFormatter {
   Group<6> counts_;  // running .. decode_tokens
   Field blocks_[4];  // used_blocks, free_blocks, cached_blocks, padding_tokens
   Group<5> tail_;  // preemptions, admission_stop, swap_out_blocks, swap_in_blocks, host_slots_used
+  uint32_t row_len_ = 0;  // 0: no last row to start from
+  uint32_t offset_[kColumns] = {};
+  char row_[kRowCopyBytes] = {};
+  // Column k's field (null for the two groups, which are never written over in place).
+  const Field* column_field_[kColumns];
 };
 
 // One line, '\n'-terminated, at p (begin_row); returns its end.

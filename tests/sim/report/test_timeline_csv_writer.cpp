@@ -256,6 +256,64 @@ TEST(TimelineCsvWriter, RepeatedFieldsAndConsecutiveStepsAreFmtsText) {
   EXPECT_EQ(streamed.str(), held.str());
 }
 
+// Steady decode steps, as a quiet run logs them: the step and the clock move every row, the
+// padding and the blocks often, each mostly within its number of digits (the formatter then
+// writes only those columns over the last row's text), with a length change, a group change
+// (an arrival, a preemption) or a never-time now and then; across flushes, inline and in the
+// background.
+TEST(TimelineCsvWriter, SteadyStepsKeepingTheirLengthsAreFmtsText) {
+  std::mt19937_64 rng(2727);
+  std::uniform_int_distribution<int> pick(0, 999);
+  std::vector<TimelineRow> rows;
+  std::string want;
+  TimelineRow r;
+  r.step = 9'990;
+  r.time_ns = 99'950'000'000;
+  r.duration_ns = 10'000'000;
+  r.running = r.scheduled_reqs = r.decode_tokens = 17;
+  r.scheduled_tokens = 17;
+  r.used_blocks = 1326;
+  r.free_blocks = 721;
+  r.cached_blocks = 2031;
+  r.padding_tokens = 162;
+  for (int k = 0; k < 30'000; ++k) {
+    rows.push_back(r);
+    want += fmt_row(r);
+    ++r.step;
+    r.time_ns += r.duration_ns;
+    r.padding_tokens -= r.running;
+    if (r.padding_tokens < 0) r.padding_tokens += 16 * r.running;
+    const int u = pick(rng);
+    if (u < 80) {  // a new block
+      ++r.used_blocks;
+      --r.free_blocks;
+    } else if (u < 120) {  // a finish
+      r.used_blocks -= 60;
+      r.free_blocks += 60;
+      if (r.used_blocks < 0) r.used_blocks = 1990, r.free_blocks = 57;
+    }
+    if (u < 200) r.cached_blocks += u % 3 == 0 ? -1 : 1;
+    if (u == 500) r.duration_ns = 9'999'999;  // a length change
+    if (u == 501) r.duration_ns = 10'000'000;
+    if (u == 502) r.running = r.scheduled_reqs = r.decode_tokens = r.scheduled_tokens = 9;
+    if (u == 503) r.running = r.scheduled_reqs = r.decode_tokens = r.scheduled_tokens = 17;
+    if (u == 504) r.preemptions = 1 - r.preemptions;
+    if (u == 505) r.time_ns = -1;  // never: empty, and back to a time on the next step
+    if (r.time_ns < 0 && u != 505) r.time_ns = r.step * 10'000'000;
+    if (u == 506) r.step += 1'000'000'000;  // a jump
+  }
+  ASSERT_EQ(written_rows(rows), want);
+  std::ostringstream held;
+  write_timeline_csv(held, rows);
+  for (const auto mode : {TimelineCsvWriter::Mode::kInline, TimelineCsvWriter::Mode::kBackground}) {
+    std::ostringstream streamed;
+    TimelineCsvWriter w(streamed, mode);
+    for (const TimelineRow& row : rows) w.put(row);
+    w.finish();
+    EXPECT_EQ(streamed.str(), held.str());
+  }
+}
+
 TEST(TimelineCsvWriter, RowsNotFinishedAreNotWritten) {
   std::ostringstream os;
   {
