@@ -155,7 +155,7 @@ class BlockPool {
   // caller's, not checked on the fast path): every listed block is in use (ref_cnt >= 1, so not
   // free: I1) and listed once, as a request's block table is (KVCacheManager::free). The
   // hashed blocks are then appended without the free queue's per-block "already free or listed
-  // twice" test, about a fifth of a finished table's cost (issue 27); the shared, null and
+  // twice" test, about a third of a finished table's cost (issue 27); the shared, null and
   // hashed tests stay, and anything else takes free_blocks' own path.
   void free_held_blocks(std::span<const BlockId> ordered_blocks);
 
