@@ -627,7 +627,11 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       row.cached_blocks = cached_blocks(out);
       row.padding_tokens = kv.padding_tokens();
     }
-    emit_row(row);
+    if (done == 1 || timeline_sink_ == nullptr) {
+      emit_row(row);
+    } else {
+      timeline_sink_->put_successor(row);  // the row before plus one step, these columns moved
+    }
   };
   do {
     const SchedulerOutput* out = sched_.quiet_run_step();

@@ -114,75 +114,46 @@ inline void copy_field_text(char* d, const char* s, uint32_t n) {
 
 }  // namespace
 
-char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
-  // Each column's text first, noting which changed and whether every change kept its length.
-  uint32_t changed = 0;  // bit k: column k's text changed
-  bool same_lengths = true;
-  // The step: usually the last one + 1, a decimal increment of its text.
-  if (r.step != step_.value) {
-    const uint32_t before = step_.len;
-    if (step_.value >= 0 && step_.value < INT64_MAX && r.step == step_.value + 1) {
-      char* const t = step_.text;
-      int64_t i = static_cast<int64_t>(step_.len) - 1;
-      while (i >= 0 && t[i] == '9') t[i--] = '0';
-      if (i >= 0) {
-        ++t[i];
-      } else {  // 9..9 -> 10..0
-        std::memmove(t + 1, t, step_.len);
-        t[0] = '1';
-        ++step_.len;
-      }
-    } else {
-      step_.len = format_field<FieldKind::kInt>(step_.text, r.step);
+// The step: usually the last one + 1, a decimal increment of its text.
+[[gnu::always_inline]] inline void TimelineRowFormatter::update_step(Changes& c, int64_t step) {
+  if (step == step_.value) return;
+  const uint32_t before = step_.len;
+  if (step_.value >= 0 && step_.value < INT64_MAX && step == step_.value + 1) {
+    char* const t = step_.text;
+    int64_t i = static_cast<int64_t>(step_.len) - 1;
+    while (i >= 0 && t[i] == '9') t[i--] = '0';
+    if (i >= 0) {
+      ++t[i];
+    } else {  // 9..9 -> 10..0
+      std::memmove(t + 1, t, step_.len);
+      t[0] = '1';
+      ++step_.len;
     }
-    step_.value = r.step;
-    changed |= 1u << 0;
-    same_lengths &= step_.len == before;
+  } else {
+    step_.len = format_field<FieldKind::kInt>(step_.text, step);
   }
-  // A single column: reformatted only when its value changed.
-  auto update = [&]<FieldKind kKind>(Field& field, int64_t v, uint32_t column) {
-    if (v == field.value) return;
-    const uint32_t before = field.len;
-    field.value = v;
-    field.len = format_field<kKind>(field.text, v);
-    changed |= 1u << column;
-    same_lengths &= field.len == before;
-  };
-  // A group: one comparison of all its values, its text reformatted only when one changed.
-  auto update_group = [&]<size_t N>(Group<N>& g, const int64_t(&v)[N], auto reformat,
-                                    uint32_t column) {
-    if (std::memcmp(v, g.values, sizeof v) == 0) return;
-    std::memcpy(g.values, v, sizeof v);
-    g.len = reformat(g.text, g.values);
-    changed |= 1u << column;
-    same_lengths = false;  // a group's text is never patched in place
-  };
-  update.template operator()<FieldKind::kSeconds>(time_, r.time_ns, 1);
-  update.template operator()<FieldKind::kSeconds>(duration_, r.duration_ns, 2);
-  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
-                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens};
-  update_group(
-      counts_, counts,
-      [](char* t, const int64_t(&v)[6]) {
-        return format_group<FieldKind::kInt, FieldKind::kInt, FieldKind::kInt, FieldKind::kInt,
-                            FieldKind::kInt, FieldKind::kInt>(t, v);
-      },
-      3);
-  update.template operator()<FieldKind::kInt>(blocks_[0], r.used_blocks, 4);
-  update.template operator()<FieldKind::kInt>(blocks_[1], r.free_blocks, 5);
-  update.template operator()<FieldKind::kInt>(blocks_[2], r.cached_blocks, 6);
-  update.template operator()<FieldKind::kInt>(blocks_[3], r.padding_tokens, 7);
-  const int64_t tail[] = {r.preemptions, static_cast<int64_t>(r.admission_stop), r.swap_out_blocks,
-                          r.swap_in_blocks, r.host_slots_used};
-  update_group(
-      tail_, tail,
-      [](char* t, const int64_t(&v)[5]) {
-        return format_group<FieldKind::kInt, FieldKind::kStop, FieldKind::kInt, FieldKind::kInt,
-                            FieldKind::kInt>(t, v);
-      },
-      8);
+  step_.value = step;
+  c.changed |= 1u << 0;
+  c.same_lengths &= step_.len == before;
+}
 
-  if (same_lengths && row_len_ > 0) {
+namespace {
+// A single column: reformatted only when its value changed.
+template <FieldKind kKind>
+inline void update_column(TimelineRowFormatter::Changes& c, TimelineRowFormatter::Field& field,
+                          int64_t v, uint32_t column) {
+  if (v == field.value) return;
+  const uint32_t before = field.len;
+  field.value = v;
+  field.len = format_field<kKind>(field.text, v);
+  c.changed |= 1u << column;
+  c.same_lengths &= field.len == before;
+}
+}  // namespace
+
+[[gnu::always_inline]] inline char* TimelineRowFormatter::emit(char* p, Changes c) {
+  const uint32_t changed = c.changed;
+  if (c.same_lengths && row_len_ > 0) {
     // The last row with the changed columns written over theirs, then copied out whole (p has
     // kMaxCsvRow of room).
     for (uint32_t bits = changed; bits != 0; bits &= bits - 1) {
@@ -232,6 +203,58 @@ char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
   return p;
 }
 
+char* TimelineRowFormatter::put(char* p, const TimelineRow& r) {
+  // Each column's text first, noting which changed and whether every change kept its length.
+  Changes c;
+  update_step(c, r.step);
+  // A group: one comparison of all its values, its text reformatted only when one changed.
+  auto update_group = [&]<size_t N>(Group<N>& g, const int64_t(&v)[N], auto reformat,
+                                    uint32_t column) {
+    if (std::memcmp(v, g.values, sizeof v) == 0) return;
+    std::memcpy(g.values, v, sizeof v);
+    g.len = reformat(g.text, g.values);
+    c.changed |= 1u << column;
+    c.same_lengths = false;  // a group's text is never patched in place
+  };
+  update_column<FieldKind::kSeconds>(c, time_, r.time_ns, 1);
+  update_column<FieldKind::kSeconds>(c, duration_, r.duration_ns, 2);
+  const int64_t counts[] = {r.running,          r.waiting,        r.scheduled_reqs,
+                            r.scheduled_tokens, r.prefill_tokens, r.decode_tokens};
+  update_group(
+      counts_, counts,
+      [](char* t, const int64_t(&v)[6]) {
+        return format_group<FieldKind::kInt, FieldKind::kInt, FieldKind::kInt, FieldKind::kInt,
+                            FieldKind::kInt, FieldKind::kInt>(t, v);
+      },
+      3);
+  update_column<FieldKind::kInt>(c, blocks_[0], r.used_blocks, 4);
+  update_column<FieldKind::kInt>(c, blocks_[1], r.free_blocks, 5);
+  update_column<FieldKind::kInt>(c, blocks_[2], r.cached_blocks, 6);
+  update_column<FieldKind::kInt>(c, blocks_[3], r.padding_tokens, 7);
+  const int64_t tail[] = {r.preemptions, static_cast<int64_t>(r.admission_stop), r.swap_out_blocks,
+                          r.swap_in_blocks, r.host_slots_used};
+  update_group(
+      tail_, tail,
+      [](char* t, const int64_t(&v)[5]) {
+        return format_group<FieldKind::kInt, FieldKind::kStop, FieldKind::kInt, FieldKind::kInt,
+                            FieldKind::kInt>(t, v);
+      },
+      8);
+  return emit(p, c);
+}
+
+char* TimelineRowFormatter::put_successor(char* p, const TimelineStepDelta& d) {
+  Changes c;
+  update_step(c, step_.value + 1);
+  update_column<FieldKind::kSeconds>(c, time_, d.time_ns, 1);
+  update_column<FieldKind::kSeconds>(c, duration_, d.duration_ns, 2);
+  update_column<FieldKind::kInt>(c, blocks_[0], d.used_blocks, 4);
+  update_column<FieldKind::kInt>(c, blocks_[1], d.free_blocks, 5);
+  update_column<FieldKind::kInt>(c, blocks_[2], d.cached_blocks, 6);
+  update_column<FieldKind::kInt>(c, blocks_[3], d.padding_tokens, 7);
+  return emit(p, c);
+}
+
 namespace {
 // diff_seconds(later, earlier): empty when either time is -1 (never).
 char* put_interval(char* p, int64_t later, int64_t earlier) {
@@ -277,13 +300,15 @@ char* put_request_row(char* p, const RequestRecord& r, std::string_view reject_r
 }  // namespace detail
 
 // The second thread of kBackground: a queue of full chunks, spare chunks for reuse, and the
-// first exception the thread met. A chunk is kRowsPerChunk rows allocated once; the caller fills
-// the one handed out (TimelineSink's room: one copy a row, no call) and hands it back full.
+// first exception the thread met. A chunk is kRowsPerChunk entries and as many rows, allocated
+// once; the caller fills the one handed out (TimelineSink's room: an entry a row, and the row
+// itself unless it is a successor) and hands it back full.
 class TimelineCsvWriter::Background {
  public:
   explicit Background(TimelineCsvWriter& w) : writer_(w) {
     for (size_t i = 0; i < kChunksInFlight + 1; ++i) {
-      spare_.push_back(Chunk{std::make_unique_for_overwrite<TimelineRow[]>(kRowsPerChunk), 0});
+      spare_.push_back(Chunk{std::make_unique_for_overwrite<TimelineStepDelta[]>(kRowsPerChunk),
+                             std::make_unique_for_overwrite<TimelineRow[]>(kRowsPerChunk), 0});
     }
     filling_ = std::move(spare_.back());
     spare_.pop_back();
@@ -292,9 +317,10 @@ class TimelineCsvWriter::Background {
   }
   ~Background() { stop(/*drain=*/false); }
 
-  // The chunk being filled: kRowsPerChunk rows from here.
+  // The chunk being filled: kRowsPerChunk entries and rows from here.
+  TimelineStepDelta* entries() const { return filling_.entries.get(); }
   TimelineRow* rows() const { return filling_.rows.get(); }
-  // Hands the chunk being filled over with its first `n` rows (none: keeps it) and takes the
+  // Hands the chunk being filled over with its first `n` entries (none: keeps it) and takes the
   // next one (rows()); waits while kChunksInFlight chunks are queued. Rethrows the thread's
   // exception, handing nothing over.
   void hand_over(size_t n) {
@@ -310,8 +336,8 @@ class TimelineCsvWriter::Background {
     filling_ = std::move(spare_.back());
     spare_.pop_back();
   }
-  // Writes every row handed over and the first `n` of the chunk being filled, then stops the
-  // thread.
+  // Writes every row handed over and the first `n` entries' of the chunk being filled, then
+  // stops the thread.
   void finish(size_t n) {
     if (n > 0) {
       std::lock_guard lock(mutex_);
@@ -330,8 +356,9 @@ class TimelineCsvWriter::Background {
 
  private:
   struct Chunk {
-    std::unique_ptr<TimelineRow[]> rows;
-    size_t size = 0;  // rows filled
+    std::unique_ptr<TimelineStepDelta[]> entries;
+    std::unique_ptr<TimelineRow[]> rows;  // the whole rows, in the order of their markers
+    size_t size = 0;                      // entries filled
   };
   // Names the thread (kThreadName) and keeps it off the CPU this thread runs on now, where
   // another is allowed: left to the kernel, the writer, woken once a chunk, was often placed on
@@ -373,8 +400,15 @@ class TimelineCsvWriter::Background {
       lock.unlock();
       try {
         TimelineCsvWriter& writer = writer_;  // read once, not from this object every row
-        const TimelineRow* const rows = chunk.rows.get();
-        for (size_t i = 0; i < chunk.size; ++i) writer.format(rows[i]);
+        const TimelineStepDelta* const entries = chunk.entries.get();
+        const TimelineRow* row = chunk.rows.get();
+        for (size_t i = 0; i < chunk.size; ++i) {
+          if (entries[i].used_blocks == TimelineSink::kWholeRowMarker) {
+            writer.format(*row++);
+          } else {
+            writer.format_successor(entries[i]);
+          }
+        }
       } catch (...) {
         lock.lock();
         error_ = std::current_exception();
@@ -407,8 +441,9 @@ TimelineCsvWriter::TimelineCsvWriter(std::ostream& os, Mode mode)
   os_ << detail::kTimelineCsvHeader << "\n";
   if (mode == Mode::kBackground) {
     background_ = std::make_unique<Background>(*this);
+    entry_next_ = background_->entries();
+    entry_end_ = entry_next_ + kRowsPerChunk;
     next_ = background_->rows();
-    end_ = next_ + kRowsPerChunk;
   }
 }
 
@@ -423,9 +458,34 @@ void TimelineCsvWriter::format(const TimelineRow& row) {
   if (size_ >= detail::kCsvFlushBytes) write_buffered();
 }
 
+void TimelineCsvWriter::format_successor(const TimelineStepDelta& d) {
+  char* const begin = buf_.get();
+  size_ = static_cast<size_t>(formatter_->put_successor(begin + size_, d) - begin);
+  if (size_ >= detail::kCsvFlushBytes) write_buffered();
+}
+
 void TimelineCsvWriter::write_buffered() {
   if (size_ > 0) os_.write(buf_.get(), static_cast<std::streamsize>(size_));
   size_ = 0;
+}
+
+size_t TimelineCsvWriter::entries_filled() const {
+  return entry_next_ == nullptr ? size_t{0}
+                                : static_cast<size_t>(entry_next_ - background_->entries());
+}
+
+void TimelineCsvWriter::take_room() {
+  // The chunk is full, or the thread failed before (no room was left then: hand_over
+  // rethrows, handing nothing over).
+  const size_t filled = entries_filled();
+  entry_next_ = entry_end_ =
+      nullptr;  // until a chunk is taken: a failure leaves every row to add()
+  next_ = nullptr;
+  background_->hand_over(filled);
+  rows_ += static_cast<int64_t>(filled);
+  entry_next_ = background_->entries();
+  entry_end_ = entry_next_ + kRowsPerChunk;
+  next_ = background_->rows();
 }
 
 void TimelineCsvWriter::add(const TimelineRow& row) {
@@ -435,32 +495,23 @@ void TimelineCsvWriter::add(const TimelineRow& row) {
     format(row);
     return;
   }
-  if (next_ == end_) {
-    // The chunk is full, or the thread failed before (no room was left then: hand_over
-    // rethrows, handing nothing over).
-    const auto filled =
-        next_ == nullptr ? size_t{0} : static_cast<size_t>(next_ - background_->rows());
-    next_ = end_ = nullptr;  // until a chunk is taken: a failure leaves every row to add()
-    background_->hand_over(filled);
-    rows_ += static_cast<int64_t>(filled);
-    next_ = background_->rows();
-    end_ = next_ + kRowsPerChunk;
-  }
-  *next_++ = row;
+  if (entry_next_ == entry_end_) take_room();
+  put(row);
 }
 
 int64_t TimelineCsvWriter::rows() const {
-  return rows_ + (background_ && next_ != nullptr ? next_ - background_->rows() : 0);
+  return rows_ + static_cast<int64_t>(background_ ? entries_filled() : 0);
 }
 
 void TimelineCsvWriter::finish() {
   if (finished_) return;
   finished_ = true;
   if (background_) {
-    const int64_t filled = next_ != nullptr ? next_ - background_->rows() : 0;
-    next_ = end_ = nullptr;  // add() after finish() throws
-    rows_ += filled;
-    background_->finish(static_cast<size_t>(filled));
+    const size_t filled = entries_filled();
+    entry_next_ = entry_end_ = nullptr;  // add() after finish() throws
+    next_ = nullptr;
+    rows_ += static_cast<int64_t>(filled);
+    background_->finish(filled);
   }
   write_buffered();
 }

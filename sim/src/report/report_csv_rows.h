@@ -149,8 +149,16 @@ class TimelineRowFormatter {
   TimelineRowFormatter(const TimelineRowFormatter&) = delete;
   TimelineRowFormatter& operator=(const TimelineRowFormatter&) = delete;
   char* put(char* p, const TimelineRow& r);
+  // The row after the last one put (a new formatter's last row is step 0 with every column 0):
+  // its step + 1 with the columns `d` holds (TimelineStepDelta). The same bytes as put() of that
+  // row.
+  char* put_successor(char* p, const TimelineStepDelta& d);
 
- private:
+  // Which columns' texts a row changed and whether each kept its length (put's helpers).
+  struct Changes {
+    uint32_t changed = 0;  // bit k: column k's text changed
+    bool same_lengths = true;
+  };
   static constexpr size_t kColumns = 9;
   // A row longer than this (never on a real replay) always takes the column-by-column path.
   static constexpr size_t kRowCopyBytes = 128;
@@ -159,6 +167,8 @@ class TimelineRowFormatter {
     uint32_t len = 0;
     char text[kFieldTextBytes] = {};
   };
+
+ private:
   // Room for a group's text: 6 columns of at most 21 characters with their commas (126).
   static constexpr size_t kGroupTextBytes = 128;
   template <size_t N>
@@ -178,6 +188,11 @@ class TimelineRowFormatter {
   char row_[kRowCopyBytes] = {};
   // Column k's field (null for the two groups, which are never written over in place).
   const Field* column_field_[kColumns];
+
+  void update_step(Changes& c, int64_t step);
+  // The row from the columns' texts: the last row written over in place when every changed
+  // column kept its length, else column by column.
+  char* emit(char* p, Changes c);
 };
 
 // One line, '\n'-terminated, at p (begin_row); returns its end.

@@ -547,6 +547,67 @@ TEST(TimelineCsvWriter, PutAndAddMixedWriteTheInlineBytes) {
   EXPECT_THROW(f.finish(), std::ios_base::failure);
 }
 
+// put_successor() (a quiet step's row: the last row with the step one more and only the clock,
+// the duration and the four block columns moved, stored as a 32-byte entry) mixed with put() and
+// add(), across chunk boundaries and the formatter's length changes and carries, and with counts
+// an entry cannot hold (beyond int32: the row goes whole): fmt's bytes in both modes, and rows()
+// counting every row.
+TEST(TimelineCsvWriter, SuccessorsWriteFmtsText) {
+  std::mt19937_64 rng(3317);
+  std::uniform_int_distribution<int> pick(0, 999);
+  const size_t n = TimelineCsvWriter::kRowsPerChunk * (TimelineCsvWriter::kChunksInFlight + 2) + 9;
+  std::vector<TimelineRow> rows;
+  std::vector<int> how;  // 0 put, 1 add, 2 put_successor
+  TimelineRow r = odd_row(5);
+  r.step = 98;
+  for (size_t i = 0; i < n; ++i) {
+    const int u = pick(rng);
+    if (i == 0 || u < 40) {  // a general step's row: anything may change
+      r = odd_row(static_cast<int64_t>(i));
+      r.step = rows.empty() ? 98 : rows.back().step + 1 + (u == 7 ? 1000 : 0);
+      how.push_back(u % 2);
+    } else {  // a successor
+      r.step += 1;
+      r.time_ns += 9'999'990 + u;
+      r.duration_ns = u < 500 ? 10'000'000 : 9'999'999 + u;
+      r.used_blocks = u == 41 ? 0 : r.used_blocks + (u % 3) - 1;
+      if (r.used_blocks < 0) r.used_blocks = 5;
+      r.free_blocks = 2047 - r.used_blocks;
+      r.cached_blocks = u == 42       ? INT64_C(1) << 40
+                        : u == 43     ? -3
+                        : u % 100 < 5 ? u
+                                      : r.cached_blocks;
+      r.padding_tokens = u == 44 ? INT64_C(3) << 31 : (r.padding_tokens + 15) % 16 + u % 1000;
+      how.push_back(2);
+    }
+    rows.push_back(r);
+  }
+  std::string want;
+  for (const TimelineRow& row : rows) want += fmt_row(row);
+  for (const auto mode : {TimelineCsvWriter::Mode::kInline, TimelineCsvWriter::Mode::kBackground}) {
+    std::ostringstream os;
+    TimelineCsvWriter w(os, mode);
+    TimelineSink& sink = w;
+    for (size_t i = 0; i < n; ++i) {
+      if (how[i] == 0) {
+        sink.put(rows[i]);
+      } else if (how[i] == 1) {
+        w.add(rows[i]);
+      } else {
+        sink.put_successor(rows[i]);
+      }
+      if (i % 997 == 0) {
+        ASSERT_EQ(w.rows(), static_cast<int64_t>(i + 1));
+      }
+    }
+    w.finish();
+    EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
+    const std::string got = os.str();
+    EXPECT_EQ(got.substr(got.find('\n') + 1), want);
+    EXPECT_THROW(sink.put_successor(rows.back()), std::logic_error);
+  }
+}
+
 struct ThrowingSink : TimelineSink {
   int64_t rows = 0;
   void add(const TimelineRow&) override {

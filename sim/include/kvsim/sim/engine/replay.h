@@ -52,21 +52,45 @@ namespace kvsim {
 
 struct TimelineRow;
 
+// A row that is the last row given to a sink with the step one more and only the clock, the
+// duration and the four block columns changed (a quiet step's row after its run's first,
+// ReplicaEngine::run_quiet_steps): what a sink stores for it, 32 bytes instead of a row's 112.
+// used_blocks < 0 never describes a row: TimelineSink's room uses it to mark a whole row.
+struct TimelineStepDelta {
+  int64_t time_ns = 0;
+  int64_t duration_ns = 0;
+  int32_t used_blocks = 0;
+  int32_t free_blocks = 0;
+  int32_t cached_blocks = 0;
+  int32_t padding_tokens = 0;
+};
+
 // Takes the timeline rows as a replay logs them (ReplayConfig::timeline_sink), in step order.
 // An exception from add() ends the replay as any other error does.
-// A sink may offer room for the next rows, [next_, end_): put() stores a row there without a
-// call and goes to add() only when the room is used up (or never offered), so a writer that
-// buffers rows costs the replay one copy a row (issue 27). add() must take the rows put() did
-// not store, in order after those it did.
+// A sink may offer room for the next rows: put() and put_successor() store a row there without a
+// call and go to add() / add_successor() only when the room is used up (or never offered), so a
+// writer that buffers rows costs the replay one copy a row (issue 27). The room is two arrays
+// filled in step: entries [entry_next_, entry_end_), one per row, a TimelineStepDelta for a
+// successor and a marker (used_blocks = kWholeRowMarker) for a whole row, whose row goes to
+// [next_, ...). Invariant: the rows' room is at least the entries' (a whole row takes one of
+// each; so offering as many of both keeps it). add() and add_successor() must take the rows the
+// room did not, in order after those it did.
 class TimelineSink {
  public:
+  static constexpr int32_t kWholeRowMarker = -1;
   virtual ~TimelineSink() = default;
   virtual void add(const TimelineRow& row) = 0;
-  void put(const TimelineRow& row);  // inline below, where TimelineRow is complete
+  // `row` is the successor of the last row given (put, put_successor, add or add_successor):
+  // its step is that row's + 1 and only time_ns, duration_ns, used_blocks, free_blocks,
+  // cached_blocks and padding_tokens may differ. The default takes it whole.
+  virtual void add_successor(const TimelineRow& row) { add(row); }
+  void put(const TimelineRow& row);            // inline below, where TimelineRow is complete
+  void put_successor(const TimelineRow& row);  // the same contract as add_successor
 
  protected:
+  TimelineStepDelta* entry_next_ = nullptr;
+  TimelineStepDelta* entry_end_ = nullptr;
   TimelineRow* next_ = nullptr;
-  TimelineRow* end_ = nullptr;
 };
 
 struct ReplayConfig {
@@ -141,11 +165,30 @@ struct TimelineRow {
 };
 
 inline void TimelineSink::put(const TimelineRow& row) {
-  if (next_ != end_) [[likely]] {
+  if (entry_next_ != entry_end_) [[likely]] {
     *next_++ = row;
+    (entry_next_++)->used_blocks = kWholeRowMarker;
     return;
   }
   add(row);
+}
+
+inline void TimelineSink::put_successor(const TimelineRow& row) {
+  // The block columns are int32 in an entry; a count beyond that (no real pool) goes whole.
+  constexpr int64_t kMax = INT32_MAX;
+  if (entry_next_ != entry_end_ && row.used_blocks >= 0 && row.cached_blocks >= 0 &&
+      row.cached_blocks <= kMax && row.padding_tokens >= 0 && row.padding_tokens <= kMax)
+      [[likely]] {
+    TimelineStepDelta& e = *entry_next_++;
+    e.time_ns = row.time_ns;
+    e.duration_ns = row.duration_ns;
+    e.used_blocks = row.used_blocks;
+    e.free_blocks = row.free_blocks;
+    e.cached_blocks = static_cast<int32_t>(row.cached_blocks);
+    e.padding_tokens = static_cast<int32_t>(row.padding_tokens);
+    return;
+  }
+  add_successor(row);
 }
 
 // One KV cache group of a hybrid layout over the replay (ReplaySummary::kv_cache_groups).

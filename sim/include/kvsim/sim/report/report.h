@@ -79,14 +79,15 @@ class TimelineRowFormatter;  // sim/src/report/report_csv_rows.h
 // same bytes. As a replay's ReplayConfig::timeline_sink it writes the timeline during the replay
 // instead of from 350k held rows (the CLI's --timeline, issue 27).
 // kBackground formats and writes on a second thread: a row goes into a chunk of kRowsPerChunk
-// rows (the room put() fills without a call; add() when it is full) and full chunks go over (at
-// most kChunksInFlight at a time, so memory stays bounded: add() waits when the thread is that far
-// behind). The bytes and their order are kInline's; the replay's thread no longer pays for the
-// formatting and the writes, a second core does (the CPU is the same, the wall time is the
-// replay's). A failed write is the stream's state, the caller's to check after finish() (the stream
-// is the thread's until then); an exception on the thread comes back from the next add() or
-// finish(). Rows not yet written when the writer is destroyed without finish() (an error, an
-// interrupt) are dropped.
+// entries (the room put() and put_successor() fill without a call; add() when it is full: a quiet
+// step's row is a 32-byte TimelineStepDelta, a third of a row, so the replay's thread moves less
+// memory to the other core) and full chunks go over (at most kChunksInFlight at a time, so memory
+// stays bounded: add() waits when the thread is that far behind). The bytes and their order are
+// kInline's; the replay's thread no longer pays for the formatting and the writes, a second core
+// does (the CPU is the same, the wall time is the replay's). A failed write is the stream's state,
+// the caller's to check after finish() (the stream is the thread's until then); an exception on the
+// thread comes back from the next add() or finish(). Rows not yet written when the writer is
+// destroyed without finish() (an error, an interrupt) are dropped.
 class TimelineCsvWriter final : public TimelineSink {
  public:
   enum class Mode { kInline, kBackground };
@@ -100,6 +101,7 @@ class TimelineCsvWriter final : public TimelineSink {
   TimelineCsvWriter(const TimelineCsvWriter&) = delete;
   TimelineCsvWriter& operator=(const TimelineCsvWriter&) = delete;
   ~TimelineCsvWriter() override;
+  // Also takes put_successor()'s rows that found no room (TimelineSink's default).
   void add(const TimelineRow& row) override;
   // Writes the rows still buffered (once, after the last row; add() may not follow).
   void finish();
@@ -108,7 +110,12 @@ class TimelineCsvWriter final : public TimelineSink {
  private:
   class Background;
   void format(const TimelineRow& row);  // into buf_, written out at kCsvFlushBytes
+  void format_successor(const TimelineStepDelta& d);
   void write_buffered();
+  // kBackground: a full chunk (or none yet, or a failed thread) is handed over and the next one's
+  // room offered.
+  void take_room();
+  size_t entries_filled() const;
 
   // The caller's (add, finish).
   std::unique_ptr<Background> background_;  // null: kInline
