@@ -312,15 +312,21 @@ void ReplicaEngine::arrive(size_t index) {
   ReplaySummary& sum = summary_;
   const KVCacheManager& kv = sched_.kv_cache_manager();
   const int32_t used = used_blocks();
+  // The usage and the fraction's denominator move only with the used blocks (most steps keep
+  // them): recomputed then, the same values, without a division a step.
+  if (used != kv_state_used_) [[unlikely]] {
+    kv_state_used_ = used;
+    kv_state_usage_ = kv.usage();
+    kv_state_block_slots_ = static_cast<double>(used) * sched_.config().block_size;
+  }
   const int64_t padding = kv.padding_tokens();
   sums_.sum_padding += static_cast<double>(padding);
   sum.padding_tokens_peak = std::max(sum.padding_tokens_peak, padding);
   if (used > 0) {
-    sums_.sum_padding_fraction +=
-        static_cast<double>(padding) / (static_cast<double>(used) * sched_.config().block_size);
+    sums_.sum_padding_fraction += static_cast<double>(padding) / kv_state_block_slots_;
     ++sums_.padding_fraction_steps;
   }
-  const double usage = kv.usage();
+  const double usage = kv_state_usage_;
   sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
   sums_.sum_usage += usage;
   ++sums_.usage_steps;

@@ -193,6 +193,10 @@ class ReplicaEngine {
   int64_t queued_tokens_ = 0;
   ReplaySummary summary_;
   ReplayStepSums sums_;
+  // record_kv_state's values for kv_state_used_ used blocks (-1: none yet).
+  int32_t kv_state_used_ = -1;
+  double kv_state_usage_ = 0;
+  double kv_state_block_slots_ = 0;  // used * block_size
   std::vector<TimelineRow> timeline_;
   LatencyCollector latency_;
   StepBatch batch_;
