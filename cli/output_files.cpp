@@ -62,7 +62,10 @@ class FdBuf : public std::streambuf {
     if (error_ != 0) return false;
     const char* const end = p + size;
     while (p < end) {
-      const ssize_t n = ::write(fd_, p, std::min(static_cast<size_t>(end - p), kMaxWrite));
+      // Up to the next multiple of kMaxWrite in the file: every write but a call's last starts
+      // and ends on such an offset.
+      const size_t to_boundary = kMaxWrite - static_cast<size_t>(written_) % kMaxWrite;
+      const ssize_t n = ::write(fd_, p, std::min(static_cast<size_t>(end - p), to_boundary));
       if (n < 0) {
         // A signal during a blocked write (a FIFO or pipe nobody reads) ends it when it is an
         // interrupt (the handlers do not restart system calls), else the write is retried.
@@ -77,17 +80,23 @@ class FdBuf : public std::streambuf {
     // Every kWritebackBytes, start the disk write of what was written since (asynchronous; a
     // hint only: any error is fsync's to report). A 30 MB timeline's fsync otherwise waits
     // ~20 ms for all of it at the end (issue 27).
-    if (early_writeback_ && written_ - writeback_from_ >= kWritebackBytes) {
-      (void)::sync_file_range(fd_, writeback_from_, written_ - writeback_from_,
+    // The range ends on a multiple of kMaxWrite: the partly written block after it is left to
+    // the next range, not put under writeback while it is still being filled.
+    const off_t aligned = written_ - written_ % static_cast<off_t>(kMaxWrite);
+    if (early_writeback_ && aligned - writeback_from_ >= kWritebackBytes) {
+      (void)::sync_file_range(fd_, writeback_from_, aligned - writeback_from_,
                               SYNC_FILE_RANGE_WRITE);
-      writeback_from_ = written_;
+      writeback_from_ = aligned;
     }
 #endif
     return true;
   }
-  // At most 64 KiB per write(): on this project's Linux 6.18 VM (ext4), writing a 30 MB file in
-  // 256 KiB or 1 MiB calls cost 5-8x the kernel time of 64 KiB calls (70-130 ms against 12-17
-  // ms of system time, fsync included; issue 27, bench/RESULTS.md), the same bytes either way.
+  // At most 64 KiB per write(), and on 64 KiB boundaries of the file: on this project's Linux
+  // 6.18 VMs (ext4), a 30 MB timeline written in 64 KiB calls at whatever offsets the rows left
+  // cost about 3.5 ms more CPU (system time, fsync included) than the same calls on 64 KiB
+  // boundaries, or 256 KiB and 1 MiB ones (seventeenth pass); an earlier VM had 256 KiB and 1 MiB
+  // calls at 5-8x the kernel time of 64 KiB ones (issue 27, bench/RESULTS.md). The bytes are the
+  // same either way.
   static constexpr size_t kMaxWrite = size_t{1} << 16;
   static constexpr off_t kWritebackBytes = off_t{4} << 20;
   int fd_;
