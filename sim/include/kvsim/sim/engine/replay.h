@@ -68,24 +68,24 @@ struct TimelineStepDelta {
 // Takes the timeline rows as a replay logs them (ReplayConfig::timeline_sink), in step order.
 // An exception from add() ends the replay as any other error does.
 // A sink may offer room for the next rows: put() and put_successor() store a row there without a
-// call and go to add() / add_successor() only when the room is used up (or never offered), so a
-// writer that buffers rows costs the replay one copy a row (issue 27). The room is two arrays
+// call and go to add() only when the room is used up (or never offered), so a writer that
+// buffers rows costs the replay one copy a row (issue 27). The room is two arrays
 // filled in step: entries [entry_next_, entry_end_), one per row, a TimelineStepDelta for a
 // successor and a marker (used_blocks = kWholeRowMarker) for a whole row, whose row goes to
 // [next_, ...). Invariant: the rows' room is at least the entries' (a whole row takes one of
-// each; so offering as many of both keeps it). add() and add_successor() must take the rows the
-// room did not, in order after those it did.
+// each; so offering as many of both keeps it). add() must take the rows the room did not, in
+// order after those it did.
 class TimelineSink {
  public:
   static constexpr int32_t kWholeRowMarker = -1;
   virtual ~TimelineSink() = default;
   virtual void add(const TimelineRow& row) = 0;
-  // `row` is the successor of the last row given (put, put_successor, add or add_successor):
-  // its step is that row's + 1 and only time_ns, duration_ns, used_blocks, free_blocks,
-  // cached_blocks and padding_tokens may differ. The default takes it whole.
-  virtual void add_successor(const TimelineRow& row) { add(row); }
-  void put(const TimelineRow& row);            // inline below, where TimelineRow is complete
-  void put_successor(const TimelineRow& row);  // the same contract as add_successor
+  void put(const TimelineRow& row);  // inline below, where TimelineRow is complete
+  // `row` is the successor of the last row given (by put, put_successor or add): its step is
+  // that row's + 1 and only time_ns, duration_ns, used_blocks, free_blocks, cached_blocks and
+  // padding_tokens may differ. Without room, or with a count an entry cannot hold, add() takes
+  // it whole.
+  void put_successor(const TimelineRow& row);
 
  protected:
   TimelineStepDelta* entry_next_ = nullptr;
@@ -188,7 +188,7 @@ inline void TimelineSink::put_successor(const TimelineRow& row) {
     e.padding_tokens = static_cast<int32_t>(row.padding_tokens);
     return;
   }
-  add_successor(row);
+  add(row);
 }
 
 // One KV cache group of a hybrid layout over the replay (ReplaySummary::kv_cache_groups).

@@ -101,7 +101,7 @@ class TimelineCsvWriter final : public TimelineSink {
   TimelineCsvWriter(const TimelineCsvWriter&) = delete;
   TimelineCsvWriter& operator=(const TimelineCsvWriter&) = delete;
   ~TimelineCsvWriter() override;
-  // Also takes put_successor()'s rows that found no room (TimelineSink's default).
+  // Also takes put_successor()'s rows that found no room.
   void add(const TimelineRow& row) override;
   // Writes the rows still buffered (once, after the last row; add() may not follow).
   void finish();
