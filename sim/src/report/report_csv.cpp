@@ -305,9 +305,9 @@ namespace {
 // Room for n T's that nothing writes before the caller: T is an implicit-lifetime aggregate, so
 // the storage operator new returns holds its objects from the start (C++20 [intro.object]) and
 // the sink's stores give them their values. make_unique_for_overwrite would still run T's member
-// initialisers and so touch every page of the chunks up front, where a replay's rows touch only
-// the part they fill (issue 27: 2.9 MB, ~715 page faults, ~3 ms of CPU a --timeline replay on a
-// 2-vCPU VM, against ~220 faults for the pages the rows use).
+// initialisers and so touch all 2.9 MB of the chunks up front, where a replay's rows touch only
+// the part they fill (issue 27: a --timeline replay of Azure conv took 1505 page faults with the
+// chunks initialised, 917 without, and 1.5 ms less CPU; bench/RESULTS.md, eighteenth pass).
 template <class T>
 struct RawArrayDelete {
   void operator()(T* p) const { ::operator delete(p); }
