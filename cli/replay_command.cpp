@@ -105,7 +105,7 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   outputs.add_input("--gpu-spec", job.plan.gpu_spec_path);
   outputs.refuse_inputs();
   // A plain replay streams the trace (memory follows the requests in flight, plus one record a
-  // request with per-request rows); a pipe or FIFO cannot be read twice: read whole, once.
+  // request where the records are kept); a pipe or FIFO cannot be read twice: read whole, once.
   std::optional<TraceStream> stream;
   if (run::replay_can_stream(job, o.trace_path)) {
     stream = TraceStream::open(o.trace_path, o.trace);
@@ -145,8 +145,17 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
                                                               ? TimelineCsvWriter::Mode::kBackground
                                                               : TimelineCsvWriter::Mode::kInline);
   }
+  // The per-request rows likewise: each record is written once final, in trace order, instead of
+  // one record per trace request held to the end.
+  std::optional<RequestsCsvWriter> requests_writer;
+  if (job.record_requests && !job.cluster && o.plot_path.empty() && o.metrics_path.empty() &&
+      o.vllm_log_path.empty() && outputs.requested("--requests") &&
+      outputs.renamed_at_commit("--requests")) {
+    requests_writer.emplace(outputs.stream("--requests"));
+  }
   const run::ReplayOutcome out =
-      run::run_replay_job(prepared, progress, 0, timeline_writer ? &*timeline_writer : nullptr);
+      run::run_replay_job(prepared, progress, 0, timeline_writer ? &*timeline_writer : nullptr,
+                          requests_writer ? &*requests_writer : nullptr);
   const ReplayResult& result = out.result();
 
   // The human report goes to stdout unless an output file already does.
@@ -164,7 +173,11 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
     outputs.finish("--timeline");
   }
   if (outputs.requested("--requests")) {
-    write_requests(outputs.stream("--requests"), out);
+    if (requests_writer) {
+      requests_writer->finish();
+    } else {
+      write_requests(outputs.stream("--requests"), out);
+    }
     outputs.finish("--requests");
   }
   if (outputs.requested("--metrics")) {

@@ -192,7 +192,8 @@ ReplayJob prepare_replay(const ReplayOptions& options, const Trace& trace,
 }
 
 ReplayOutcome run_replay_job(const ReplayJob& job, const ProgressCallback& progress,
-                             int64_t progress_every_steps, TimelineSink* timeline_sink) {
+                             int64_t progress_every_steps, TimelineSink* timeline_sink,
+                             RequestSink* request_sink) {
   ReplayConfig rc = job.config;
   if (progress_every_steps > 0) rc.progress_every_steps = progress_every_steps;
   if (timeline_sink != nullptr) {
@@ -204,11 +205,23 @@ ReplayOutcome run_replay_job(const ReplayJob& job, const ProgressCallback& progr
       throw std::invalid_argument("a timeline sink needs the job's record_timeline");
     }
   }
+  if (request_sink != nullptr) {
+    if (job.cluster) {
+      throw std::invalid_argument(
+          "a cluster replay merges its replicas' request records: it cannot stream them to a "
+          "sink");
+    }
+    if (!rc.record_requests) {
+      throw std::invalid_argument("a request sink needs the job's record_requests");
+    }
+  }
   rc.timeline_sink = timeline_sink;
+  rc.request_sink = request_sink;
   const KvBackendConfig& bc = job.backend_config;
   ReplayOutcome out;
   out.job = &job;
   out.timeline_streamed = timeline_sink != nullptr;
+  out.requests_streamed = request_sink != nullptr;
   if (job.cluster) {
     // The cluster engine builds its replicas' backends itself (one, with replicas=1).
     const ReplicaBackendFactory backends = [&bc](int32_t) { return make_kv_backend(bc); };
@@ -265,7 +278,8 @@ namespace {
 template <typename Write>
 void write_sampled(const ReplayOutcome& out, double interval_s, const Write& write) {
   const ReplayJob& job = *out.job;
-  if (!job.options.record_timeline || !job.options.record_requests || out.timeline_streamed) {
+  if (!job.options.record_timeline || !job.options.record_requests || out.timeline_streamed ||
+      out.requests_streamed) {
     throw std::logic_error("the metrics and the vLLM log need the timeline and request records");
   }
   MetricsSampling sampling;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -306,6 +307,36 @@ TEST_F(CliOutputs, AStreamedTimelineOfAFailedReplayChangesNothing) {
       << r.out;
   EXPECT_EQ(slurp(out), "previous timeline\n");
   EXPECT_EQ(temporaries(), 0);
+}
+
+// The per-request rows, streamed into their temporary file as the records become final: the
+// same guarantee.
+TEST_F(CliOutputs, StreamedRequestsOfAFailedReplayChangeNothing) {
+  const std::string trace = write("long.csv", long_trace_text());
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string out = write("r.csv", "previous requests\n");
+  const CliRun r = run_kvsim(cat({"replay ", trace, " --step-time fixed:5 --no-progress",
+                                  " --json /dev/full --requests ", out}));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--json /dev/full: cannot write: No space left on device"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(out), "previous requests\n");
+  EXPECT_EQ(temporaries(), 0);
+  // And a replay that succeeds writes every request's row, in trace order.
+  const CliRun ok =
+      run_kvsim(cat({"replay ", trace, " --step-time fixed:5 --no-progress --requests ", out}));
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  std::istringstream rows(slurp(out));
+  std::string line;
+  std::getline(rows, line);
+  EXPECT_EQ(line.rfind("request_id,", 0), 0u) << line;
+  int64_t want = 0;
+  while (std::getline(rows, line)) {
+    EXPECT_EQ(line.substr(0, line.find(',')), std::to_string(want)) << line;
+    ++want;
+  }
+  EXPECT_GT(want, 1);
 }
 
 // --- a path that is stdout counts as "-" ---------------------------------------------------

@@ -95,6 +95,11 @@ ClusterResult run_cluster_replay(const ReplayConfig& config, const ClusterConfig
                                  const Trace& trace, const ReplicaBackendFactory& backends,
                                  const StepTimeModel& step_time, const ProgressCallback& progress) {
   check_cluster_config(cluster);
+  if (config.timeline_sink != nullptr || config.request_sink != nullptr) {
+    throw std::invalid_argument(
+        "cluster: the replicas' timelines and records are merged at the end; a cluster replay "
+        "takes no timeline or request sink");
+  }
   const auto wall_start = std::chrono::steady_clock::now();
   const auto num_replicas = static_cast<size_t>(cluster.replicas);
   std::vector<std::unique_ptr<KvBackend>> owned_backends;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -83,11 +85,69 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
   result.summary = std::move(engine.summary());
   result.timeline = std::move(engine.timeline());
   result.summary.request_slots = static_cast<int64_t>(n);
-  if (config.record_requests) result.requests = std::move(requests.records);
+  if (config.record_requests) {
+    if (config.request_sink != nullptr) {
+      for (const RequestRecord& rec : requests.records) config.request_sink->add(rec);
+    } else {
+      result.requests = std::move(requests.records);
+    }
+  }
   result.summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;
 }
+
+namespace {
+
+// Records handed to a sink in trace order (request_id 0, 1, ...) as they become final, in any
+// order: a ring over the ids from next() on, grown by doubling when a record lands beyond it.
+// A streamed replay finishes its requests roughly in arrival order, so the ring holds the few
+// that finished before an earlier one did, not the trace.
+// Invariant: every record put with an id below next() went to the sink, once, in id order; the
+// slots for next() .. next() + capacity - 1 hold those put and not yet handed over (ready_).
+class RecordsInTraceOrder {
+ public:
+  explicit RecordsInTraceOrder(RequestSink* sink) : sink_(sink) {}
+  void put(const RequestRecord& r) {
+    const int64_t id = r.request_id;
+    if (id < next_) throw std::logic_error(fmt::format("request record {} put twice", id));
+    while (static_cast<uint64_t>(id - next_) >= ring_.size()) grow();
+    const size_t at = slot(id);
+    if (ready_[at]) throw std::logic_error(fmt::format("request record {} put twice", id));
+    ring_[at] = r;
+    ready_[at] = 1;
+    for (size_t k = slot(next_); ready_[k] != 0; k = slot(next_)) {
+      sink_->add(ring_[k]);
+      ready_[k] = 0;
+      ++next_;
+    }
+  }
+  int64_t next() const { return next_; }
+
+ private:
+  size_t slot(int64_t id) const { return static_cast<size_t>(id) & (ring_.size() - 1); }
+  void grow() {
+    const size_t size = ring_.empty() ? 64 : 2 * ring_.size();
+    std::vector<RequestRecord> ring(size);
+    std::vector<uint8_t> ready(size, 0);
+    for (size_t k = 0; k < ring_.size(); ++k) {
+      const int64_t id = next_ + static_cast<int64_t>(k);
+      const size_t from = slot(id);
+      if (ready_[from] == 0) continue;
+      ring[static_cast<size_t>(id) & (size - 1)] = ring_[from];
+      ready[static_cast<size_t>(id) & (size - 1)] = 1;
+    }
+    ring_.swap(ring);
+    ready_.swap(ready);
+  }
+
+  RequestSink* sink_;
+  std::vector<RequestRecord> ring_;  // size 0 or a power of two
+  std::vector<uint8_t> ready_;
+  int64_t next_ = 0;
+};
+
+}  // namespace
 
 ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, KvBackend& backend,
                         const StepTimeModel& step_time, const ProgressCallback& progress) {
@@ -110,13 +170,21 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   const int64_t total = trace.num_requests();
   // With record_requests, a request's record is final once its slot may be reused: it is copied
   // out, to its trace index, then, and every slot's last one at the end, so the records are the
-  // whole-trace replay's (the slots' Request state is what streaming saves).
+  // whole-trace replay's (the slots' Request state is what streaming saves). A sink takes them
+  // in trace order as they become final instead.
   std::vector<RequestRecord> records;
-  if (config.record_requests) records.resize(static_cast<size_t>(total));
+  RecordsInTraceOrder in_order(config.request_sink);
+  if (config.record_requests && config.request_sink == nullptr) {
+    records.resize(static_cast<size_t>(total));
+  }
   const auto keep_record = [&](int64_t slot) {
     if (!config.record_requests) return;
     const RequestRecord& rec = slots.records[static_cast<size_t>(slot)];
-    records[static_cast<size_t>(rec.request_id)] = rec;
+    if (config.request_sink != nullptr) {
+      in_order.put(rec);
+    } else {
+      records[static_cast<size_t>(rec.request_id)] = rec;
+    }
   };
   int64_t next_progress = config.progress_every_steps;
   const auto step = [&](int64_t before_ns) {
@@ -164,13 +232,22 @@ ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, Kv
   while (engine.next_event_ns() != ReplicaEngine::kNoEvent) step(INT64_MAX);
   engine.finish();
   if (progress) progress(engine.num_done(), total, engine.clock_ns());
-  for (size_t slot = 0; slot < slots.records.size(); ++slot)
-    keep_record(static_cast<int64_t>(slot));
+  // Every slot's last record, but those of the free slots: kept when they were freed.
+  std::vector<uint8_t> kept(slots.records.size(), 0);
+  for (const int64_t slot : free_slots) kept[static_cast<size_t>(slot)] = 1;
+  for (size_t slot = 0; slot < slots.records.size(); ++slot) {
+    if (kept[slot] == 0) keep_record(static_cast<int64_t>(slot));
+  }
+  if (config.record_requests && config.request_sink != nullptr && in_order.next() != total) {
+    throw std::logic_error(fmt::format("streamed replay: {} of {} request records reached the sink",
+                                       in_order.next(), total));
+  }
   ReplayResult result;
   result.summary = std::move(engine.summary());
   result.timeline = std::move(engine.timeline());
   result.summary.request_slots = static_cast<int64_t>(slots.requests.size());
-  if (config.record_requests) result.requests = std::move(records);
+  if (config.record_requests && config.request_sink == nullptr)
+    result.requests = std::move(records);
   result.summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;

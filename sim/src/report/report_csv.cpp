@@ -548,15 +548,28 @@ void write_timeline_csv(std::ostream& os, std::span<const TimelineRow> rows) {
   writer.finish();
 }
 
+RequestsCsvWriter::RequestsCsvWriter(std::ostream& os) : os_(os) {
+  os_ << detail::kRequestsCsvHeader << "\n";
+}
+
+void RequestsCsvWriter::add(const RequestRecord& r) {
+  if (finished_) throw std::logic_error("RequestsCsvWriter: add() after finish()");
+  const std::string_view reason = r.rejected ? to_string(r.reject_reason) : std::string_view();
+  detail::end_row(buf_, detail::put_request_row(detail::begin_row(buf_), r, reason));
+  detail::flush_csv(os_, buf_);
+  ++rows_;
+}
+
+void RequestsCsvWriter::finish() {
+  if (finished_) return;
+  finished_ = true;
+  detail::flush_csv(os_, buf_, /*force=*/true);
+}
+
 void write_requests_csv(std::ostream& os, std::span<const RequestRecord> records) {
-  os << detail::kRequestsCsvHeader << "\n";
-  fmt::memory_buffer buf;
-  for (const RequestRecord& r : records) {
-    const std::string_view reason = r.rejected ? to_string(r.reject_reason) : std::string_view();
-    detail::end_row(buf, detail::put_request_row(detail::begin_row(buf), r, reason));
-    detail::flush_csv(os, buf);
-  }
-  detail::flush_csv(os, buf, /*force=*/true);
+  RequestsCsvWriter w(os);
+  for (const RequestRecord& r : records) w.add(r);
+  w.finish();
 }
 
 }  // namespace kvsim

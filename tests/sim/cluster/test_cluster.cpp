@@ -112,6 +112,24 @@ TEST(ClusterReplay, OneReplicaIsRunReplayOnBundledTraces) {
   }
 }
 
+// The replicas' rows and records are merged at the end: a sink, which takes them as they come,
+// is refused rather than given one replica's share.
+TEST(ClusterReplay, RefusesTimelineAndRequestSinks) {
+  FixedStepTime step(15.0);
+  const Trace azure = head("AzureLLMInferenceTrace_conv.csv", 20);
+  ReplayConfig rc = config_for(azure, 700, true);
+  std::ostringstream os;
+  RequestsCsvWriter requests(os);
+  rc.request_sink = &requests;
+  ClusterConfig cc;
+  cc.replicas = 2;
+  EXPECT_THROW(run_cluster(rc, cc, azure, step), std::invalid_argument);
+  rc.request_sink = nullptr;
+  TimelineCsvWriter timeline(os);
+  rc.timeline_sink = &timeline;
+  EXPECT_THROW(run_cluster(rc, cc, azure, step), std::invalid_argument);
+}
+
 TEST(ClusterReplay, OneReplicaIsRunReplayOnRandomTraces) {
   std::mt19937_64 rng(11);
   FixedStepTime step(7.0);

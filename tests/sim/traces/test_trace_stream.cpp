@@ -456,6 +456,22 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
     ASSERT_EQ(b.summary, b2.summary) << "trace " << i;
     ASSERT_EQ(b.timeline, b2.timeline) << "trace " << i;
     ASSERT_EQ(b.requests, b2.requests) << "trace " << i;
+    if (c.record_requests) {
+      // Records to a sink (the CLI's --requests): the held rows' bytes, through either driver,
+      // and nothing held.
+      for (const bool use_stream : {true, false}) {
+        std::ostringstream os;
+        RequestsCsvWriter w(os);
+        ReplayConfig sc2 = c;
+        sc2.request_sink = &w;
+        const ReplayResult r =
+            use_stream ? run_replay(sc2, *s, null, step) : run_replay(sc2, whole, null, step);
+        w.finish();
+        EXPECT_TRUE(r.requests.empty()) << "trace " << i;
+        EXPECT_EQ(w.rows(), static_cast<int64_t>(whole.requests.size())) << "trace " << i;
+        ASSERT_EQ(os.str(), a.requests) << "trace " << i << " stream " << use_stream;
+      }
+    }
     EXPECT_EQ(a.request_slots, static_cast<int64_t>(whole.requests.size()));
     EXPECT_LE(b.request_slots, a.request_slots);
     reused += b.request_slots < a.request_slots;
@@ -464,6 +480,52 @@ TEST_F(TraceStreamFiles, StreamingReplaysAreIdenticalToWholeTraceReplays) {
   // The cases must exercise what they are for: reuse and preemption.
   EXPECT_GE(reused, kTraces / 2);
   EXPECT_GE(preempting, 10);
+}
+
+// A request sink gets the records in trace order however late an early request finishes: one
+// long request first, then 300 short ones that all finish before it (the streaming driver's
+// reorder ring grows past its first 64 places), rejected ones among them.
+TEST_F(TraceStreamFiles, RequestSinkGetsRecordsInTraceOrderWhenEarlyOnesFinishLast) {
+  std::vector<TraceRequest> reqs;
+  for (int i = 0; i < 301; ++i) {
+    TraceRequest r;
+    r.arrival_ns = int64_t{i} * 1'000'000;
+    r.input_tokens = i % 50 == 7 ? 5000 : 16;  // over max_model_len: rejected at arrival
+    r.output_tokens = i == 0 ? 2000 : 2;
+    reqs.push_back(r);
+  }
+  const std::string p = write("late_first.jsonl", "");
+  write_kvsim_jsonl(p, reqs);
+  for (const bool async_scheduling : {true, false}) {
+    ReplayConfig c;
+    SchedulerConfig& sc = c.scheduler;
+    sc.block_size = 16;
+    sc.num_gpu_blocks = 400;
+    sc.max_model_len = 4096;
+    sc.max_num_batched_tokens = 2048;
+    sc.max_num_seqs = 8;
+    sc.async_scheduling = async_scheduling;
+    c.record_timeline = false;
+    c.record_requests = true;
+    FixedStepTime step(10.0);
+    NullKvBackend null;
+    const ReplayResult held = run_replay(c, read_trace(p), null, step);
+    ASSERT_EQ(held.requests.size(), reqs.size());
+    ASSERT_GT(held.requests[0].finish_ns, held.requests[200].finish_ns);  // finished last
+    ASSERT_TRUE(held.requests[7].rejected);
+    std::ostringstream want;
+    write_requests_csv(want, held.requests);
+    const std::optional<TraceStream> s = TraceStream::open(p);
+    ASSERT_TRUE(s.has_value());
+    std::ostringstream os;
+    RequestsCsvWriter w(os);
+    c.request_sink = &w;
+    const ReplayResult streamed = run_replay(c, *s, null, step);
+    w.finish();
+    EXPECT_TRUE(streamed.requests.empty());
+    EXPECT_LT(streamed.summary.request_slots, 301);  // slots were reused meanwhile
+    EXPECT_EQ(os.str(), want.str()) << "async " << async_scheduling;
+  }
 }
 
 // Every request has its record, in trace order, rejected ones included (a prompt over

@@ -75,8 +75,8 @@ struct ReplayOptions {
 void check_replay_options(const ReplayOptions& options);
 
 // Whether a plain replay may stream this trace file (memory follows the requests in flight,
-// plus one record a request with per-request rows: trace_stream.h) instead of reading it whole:
-// no cluster, the null backend, a file that can be read twice.
+// plus one record a request where the records are kept: trace_stream.h) instead of reading it
+// whole: no cluster, the null backend, a file that can be read twice.
 bool replay_can_stream(const ReplayOptions& options, const std::string& trace_path);
 
 // A configured replay: the plan, the engine configuration, the clock and the backend, and the
@@ -108,6 +108,7 @@ struct ReplayOutcome {
   std::optional<ClusterResult> cluster;  // the cluster replay
   const ReplayJob* job = nullptr;
   bool timeline_streamed = false;  // the rows went to a TimelineSink: result().timeline is empty
+  bool requests_streamed = false;  // the records went to a RequestSink: result().requests is empty
 
   const ReplayResult& result() const { return cluster ? cluster->cluster : plain; }
   ReplayResult& result() { return cluster ? cluster->cluster : plain; }
@@ -141,9 +142,12 @@ struct ReplayOutcome {
 // (plain replays with record_timeline only; std::invalid_argument for a cluster job): the rows go
 // to it as the replay logs them (ReplayConfig::timeline_sink, e.g. a TimelineCsvWriter) and
 // result().timeline stays empty, so the outcome's write_metrics / write_vllm_log refuse
-// (timeline_streamed).
+// (timeline_streamed). `request_sink` likewise (plain replays with record_requests): the records
+// go to it in trace order (ReplayConfig::request_sink, e.g. a RequestsCsvWriter) and
+// result().requests stays empty (requests_streamed).
 ReplayOutcome run_replay_job(const ReplayJob& job, const ProgressCallback& progress = {},
                              int64_t progress_every_steps = 0,
-                             TimelineSink* timeline_sink = nullptr);
+                             TimelineSink* timeline_sink = nullptr,
+                             RequestSink* request_sink = nullptr);
 
 }  // namespace kvsim::run

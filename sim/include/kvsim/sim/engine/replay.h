@@ -93,6 +93,18 @@ class TimelineSink {
   TimelineRow* next_ = nullptr;
 };
 
+struct RequestRecord;
+
+// Takes a replay's per-request records (ReplayConfig::request_sink) in trace order, each once it
+// is final, instead of the replay holding them all (a streamed replay then keeps only the records
+// that finished before an earlier one did). An exception from add() ends the replay as any
+// other error does.
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual void add(const RequestRecord& record) = 0;
+};
+
 struct ReplayConfig {
   SchedulerConfig scheduler;
   bool record_timeline = true;  // one TimelineRow per logged step
@@ -102,7 +114,12 @@ struct ReplayConfig {
   // result are the same either way. Honoured by run_replay (both drivers); a cluster replay
   // (run_cluster_replay) merges its replicas' held rows and must not be given one. Not owned.
   TimelineSink* timeline_sink = nullptr;
-  bool record_requests = true;    // keep every RequestRecord in the result
+  bool record_requests = true;  // keep every RequestRecord in the result
+  // With record_requests: the records go to this sink, in trace order, instead of into
+  // ReplayResult::requests, which stays empty (the CLI's --requests streams them into its file).
+  // Honoured by run_replay (both drivers; the whole-trace one hands them over at the end); a
+  // cluster replay must not be given one. Not owned.
+  RequestSink* request_sink = nullptr;
   bool check_invariants = false;  // KVCacheManager::check_invariants() after every step (tests)
   // Speed only, never behaviour: steady decodes are scheduled and updated lazily, so a step
   // costs O(events) rather than O(running) (SchedulerConfig::lazy_steady_decodes). Every block
@@ -317,7 +334,8 @@ ReplayResult run_replay(const ReplayConfig& config, const Trace& trace, KvBacken
 // record, the scheduler's and KV manager's tables) in a slot reused once the request is done,
 // so memory follows the requests in flight. With config.record_requests the records are kept
 // too (copied out of a slot before its reuse), in trace order as the whole-trace replay gives
-// them: memory then grows with the trace by one RequestRecord a request.
+// them: memory then grows with the trace by one RequestRecord a request, unless a request_sink
+// takes them (then only the records that became final before an earlier one are held).
 ReplayResult run_replay(const ReplayConfig& config, const TraceStream& trace, KvBackend& backend,
                         const StepTimeModel& step_time, const ProgressCallback& progress = {});
 

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kvsim/sim/engine/replay.h"
@@ -133,6 +134,28 @@ class TimelineCsvWriter final : public TimelineSink {
 // One row per request: ids, lengths, clock times, latencies, preemptions, token counts, status,
 // swap-outs (last column).
 void write_requests_csv(std::ostream& os, std::span<const RequestRecord> records);
+
+// The same CSV written as the records come (write_requests_csv is this writer over a span): the
+// header at construction, each row formatted into one buffer written out in 256 KiB pieces, the
+// rest at finish(). As a replay's ReplayConfig::request_sink it writes the rows during the replay
+// instead of from a record per trace request held to the end (the CLI's --requests). A failed
+// write is the stream's state, the caller's to check after finish().
+class RequestsCsvWriter final : public RequestSink {
+ public:
+  explicit RequestsCsvWriter(std::ostream& os);
+  RequestsCsvWriter(const RequestsCsvWriter&) = delete;
+  RequestsCsvWriter& operator=(const RequestsCsvWriter&) = delete;
+  void add(const RequestRecord& record) override;
+  // Writes the rows still buffered (once, after the last record; add() may not follow).
+  void finish();
+  int64_t rows() const { return rows_; }
+
+ private:
+  std::ostream& os_;
+  fmt::memory_buffer buf_;
+  int64_t rows_ = 0;
+  bool finished_ = false;
+};
 
 std::string_view to_string(AdmissionStop s);
 
