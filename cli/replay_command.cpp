@@ -137,10 +137,15 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   // interrupted replay leaves nothing behind either way, while stdout or a FIFO would see part
   // of the rows. With a second core the rows are formatted and written there, while the replay
   // runs (TimelineCsvWriter::Mode::kBackground).
+  // The records have no other use without a cluster (which merges its replicas' at the end) and
+  // without the outputs drawn or sampled from them.
+  const bool records_only_for_files =
+      !job.cluster && o.plot_path.empty() && o.metrics_path.empty() && o.vllm_log_path.empty();
+  const auto streams_into = [&outputs, records_only_for_files](const char* name) {
+    return records_only_for_files && outputs.requested(name) && outputs.renamed_at_commit(name);
+  };
   std::optional<TimelineCsvWriter> timeline_writer;
-  if (job.record_timeline && !job.cluster && o.plot_path.empty() && o.metrics_path.empty() &&
-      o.vllm_log_path.empty() && outputs.requested("--timeline") &&
-      outputs.renamed_at_commit("--timeline")) {
+  if (job.record_timeline && streams_into("--timeline")) {
     timeline_writer.emplace(outputs.stream("--timeline"), std::thread::hardware_concurrency() > 1
                                                               ? TimelineCsvWriter::Mode::kBackground
                                                               : TimelineCsvWriter::Mode::kInline);
@@ -148,9 +153,7 @@ void run(const CLI::App& cmd, ReplayCommandOptions& o) {
   // The per-request rows likewise: each record is written once final, in trace order, instead of
   // one record per trace request held to the end.
   std::optional<RequestsCsvWriter> requests_writer;
-  if (job.record_requests && !job.cluster && o.plot_path.empty() && o.metrics_path.empty() &&
-      o.vllm_log_path.empty() && outputs.requested("--requests") &&
-      outputs.renamed_at_commit("--requests")) {
+  if (job.record_requests && streams_into("--requests")) {
     requests_writer.emplace(outputs.stream("--requests"));
   }
   const run::ReplayOutcome out =
