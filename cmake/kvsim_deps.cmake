@@ -5,7 +5,10 @@
 # not found comes from the bundle instead, and Abseil, which is not bundled, is replaced by
 # std::unordered_map in BlockPool.
 #
-# Defines the link targets the rooms use: fmt::fmt, kvsim_xxhash, kvsim_hash_map,
+# With KVSIM_STATIC_RUNTIME, fmt is used header-only and xxhash inlined (XXH_INLINE_ALL) from the
+# system's headers, so that no object needs their shared libraries (see CMakeLists.txt).
+#
+# Defines the link targets the rooms use: kvsim_fmt, kvsim_xxhash, kvsim_hash_map,
 # CLI11::CLI11, nlohmann_json::nlohmann_json, ZLIB::ZLIB, and (when tests/benchmarks are built)
 # GTest::gtest, GTest::gtest_main, benchmark::benchmark.
 
@@ -27,15 +30,18 @@ macro(kvsim_dep_source name where)
   message(STATUS "kvsim: ${name} from ${where}")
 endmacro()
 
-# --- fmt: header-only from the bundle ------------------------------------------------------------
+# --- fmt: the system's library (or its headers alone), else header-only from the bundle ---------
+add_library(kvsim_fmt INTERFACE)
 find_package(fmt ${kvsim_find_mode})
-if(fmt_FOUND)
+if(fmt_FOUND AND KVSIM_STATIC_RUNTIME)
+  target_link_libraries(kvsim_fmt INTERFACE fmt::fmt-header-only)
+  kvsim_dep_source(fmt "the system (${fmt_VERSION}), header-only")
+elseif(fmt_FOUND)
+  target_link_libraries(kvsim_fmt INTERFACE fmt::fmt)
   kvsim_dep_source(fmt "the system (${fmt_VERSION})")
 else()
-  add_library(fmt::fmt INTERFACE IMPORTED)
-  set_target_properties(fmt::fmt PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${KVSIM_DEPS_DIR}/include"
-    INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY=1)
+  target_include_directories(kvsim_fmt SYSTEM INTERFACE "${KVSIM_DEPS_DIR}/include")
+  target_compile_definitions(kvsim_fmt INTERFACE FMT_HEADER_ONLY=1)
   kvsim_dep_source(fmt "${KVSIM_DEPS_DIR}/include (header-only)")
 endif()
 
@@ -45,7 +51,11 @@ find_package(PkgConfig ${kvsim_find_mode})
 if(PkgConfig_FOUND)
   pkg_check_modules(XXHASH ${kvsim_find_mode} IMPORTED_TARGET libxxhash)
 endif()
-if(XXHASH_FOUND)
+if(XXHASH_FOUND AND KVSIM_STATIC_RUNTIME)
+  target_include_directories(kvsim_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIRS})
+  target_compile_definitions(kvsim_xxhash INTERFACE XXH_INLINE_ALL=1)
+  kvsim_dep_source(xxhash "the system (${XXHASH_VERSION}), XXH_INLINE_ALL")
+elseif(XXHASH_FOUND)
   target_link_libraries(kvsim_xxhash INTERFACE PkgConfig::XXHASH)
   kvsim_dep_source(xxhash "the system (${XXHASH_VERSION})")
 else()

@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build/pgo}
 jobs=${KVSIM_JOBS:-$(nproc)}
-configure=(cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF)
+configure=(cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF
+           -DKVSIM_STATIC_RUNTIME=ON)
 
 echo "== stage 1: instrumented kvsim in $dir"
 "${configure[@]}" "-DCMAKE_CXX_FLAGS=-fprofile-generate -fprofile-update=prefer-atomic" >/dev/null
