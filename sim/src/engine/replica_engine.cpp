@@ -615,13 +615,19 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
   const bool timeline = config_.record_timeline;
   ReplaySummary& sum = summary_;
   int64_t done = 0;
-  int64_t implicit = 0;
-  // The timeline row of the run's first step; the later ones change only in the columns a quiet
-  // step moves (log_row of a quiet step adds nothing else to the summary: nothing preempted,
-  // nothing waiting).
+  int64_t tokens = 0;  // the implicit decodes of the run (one token each)
+  int64_t steady = 0;  // steps with a member's decode (on_step's steady_decode_steps)
+  // The running count of the steps since it last moved (a finish moves it; on_step records it
+  // per step before the update): its per-step integer sums are added once for those steps.
+  int32_t running = -1;
+  int64_t running_steps = 0;
+  // The timeline row of the run's first step, and of the first after a finish; the later ones
+  // change only in the columns a quiet step moves (log_row of a quiet step adds nothing else to
+  // the summary: nothing preempted, nothing waiting).
   TimelineRow row;
+  bool whole_row = true;
   auto quiet_row = [&](const SchedulerOutput& out, int64_t start, int64_t dt) {
-    if (done == 1) {
+    if (whole_row) {
       row = make_row(out, start, dt);
     } else {
       const KVCacheManager& kv = sched_.kv_cache_manager();
@@ -633,17 +639,30 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       row.cached_blocks = cached_blocks(out);
       row.padding_tokens = kv.padding_tokens();
     }
-    if (done == 1 || timeline_sink_ == nullptr) {
+    if (whole_row || timeline_sink_ == nullptr) {
       emit_row(row);
     } else {
       timeline_sink_->put_successor(row);  // the row before plus one step, these columns moved
     }
+    whole_row = false;
   };
+  // Sync: a member's last decode is a quiet step too (Scheduler::quiet_run_step), its finish
+  // applied after the step's state is recorded, as step_sync() records it before the update.
+  const bool finishes = !async;
   do {
-    const SchedulerOutput* out = sched_.quiet_run_step();
+    const SchedulerOutput* out = sched_.quiet_run_step(finishes);
     if (out == nullptr) break;
     ++done;
-    implicit = out->implicit_decodes;  // the running requests: the same in every quiet step
+    const int32_t implicit = out->implicit_decodes;  // every running request, finishers too
+    if (implicit != running) {
+      if (running_steps > 0) record_running(running, running_steps);
+      running = implicit;
+      running_steps = 0;
+    }
+    ++running_steps;
+    tokens += implicit;
+    const auto finishers = static_cast<int32_t>(sched_.quiet_step_finishers());
+    steady += implicit > finishers ? 1 : 0;  // a finisher's decode is an entry of its own
     int64_t dt = constant_step_ns_;
     if (dt < 0) {
       StepWork work;
@@ -664,16 +683,24 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       if (timeline) quiet_row(*out, t_, dt);
       advance_clock(dt);
     }
+    if (finishers > 0) {
+      sched_.quiet_run_finish();
+      for (const SchedulerOutput::Finished& f : out->finished_in_update) {
+        finish_record(static_cast<size_t>(f.request_id));
+      }
+      whole_row = true;                      // the running count moved
+      if (sched_.num_running() == 0) break;  // no run without a running request
+    }
   } while (done < max_steps && t_ < stop_ns);
   if (done == 0) return 0;
-  // on_step()'s counts for `done` batches of `implicit` implicit decodes each.
+  // on_step()'s counts for the run's batches of implicit decodes.
   new_work_ = true;  // implicit decodes are always at new positions
   idle_steps_ = 0;
-  sum.steady_decode_steps += done;
-  sum.scheduled_tokens += implicit * done;
-  sum.decode_tokens += implicit * done;
-  if (async) sum.async_ahead_tokens += implicit * done;
-  record_running(static_cast<int32_t>(implicit), done);
+  sum.steady_decode_steps += steady;
+  sum.scheduled_tokens += tokens;
+  sum.decode_tokens += tokens;
+  if (async) sum.async_ahead_tokens += tokens;
+  record_running(running, running_steps);
   return done;
 }
 

@@ -27,7 +27,9 @@
 // num_computed == num_tokens - 1, no placeholder and nothing in flight; step j is schedule(S + j)
 // then update(S + j); the schedule's allocation caches x + j + 1 tokens (x computed), so a cached
 // block comes one token earlier; and a decode whose update would stop the request (max_tokens,
-// max_model_len) departs at its schedule, so that update runs the general code.
+// max_model_len) departs at its schedule, so that update runs the general code - or, in a
+// quiet run (quiet_run_step(true)), its update's part is quiet_run_finish(), when the decode fits
+// the member's blocks (LazyRunning::quiet_finish).
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -137,6 +139,7 @@ void Scheduler::lazy_depart(size_t i) {
   l.member = false;
   l.mark_batch = INT64_MAX;  // a member again predicts its mark afresh
   l.event_blocks = -1;
+  l.quiet_finish = false;
   lz_next_sched_[i] = INT64_MIN;
   lz_next_update_[i] = INT64_MAX;
   lz_sum_computed_ -= running_[i]->num_computed_tokens;
@@ -225,6 +228,53 @@ void Scheduler::lazy_quiet_event(size_t i) {
   lazy_event_scheduled(i);
 }
 
+int64_t Scheduler::lazy_quiet_finish_schedule(size_t i) {
+  // schedule_running for a member whose event is its last decode: lazy_schedule_event() refuses
+  // it (sync: its update stops it), so it departs and the general code schedules its one token,
+  // which fits its table (quiet_finish): allocate_slots holds it there, and
+  // _update_after_schedule counts it computed.
+  lazy_depart(i);
+  Request& r = *running_[i];
+  const int64_t context = r.num_computed_tokens;
+  if (!kv_.allocate_slots_in_held_blocks(r, 1, config_.num_lookahead_tokens)) {
+    throw std::logic_error(fmt::format(
+        "lazy decodes: the last decode of member {} was predicted to fit its blocks and did not",
+        r.request_id));
+  }
+  r.num_computed_tokens += 1;
+  r.num_in_flight_tokens += 1;
+  // The engine's record counts it as an entry's token would be (on_step): in
+  // take_unreported_tokens(), with the implicit ones.
+  UnreportedTokens& u = lz_unreported_[static_cast<size_t>(r.request_id)];
+  u.tokens += 1;
+  u.end = r.num_computed_tokens;
+  lz_quiet_finishers_.push_back(static_cast<uint32_t>(i));
+  return context;
+}
+
+void Scheduler::quiet_run_finish() {
+  // update_from_output() of the quiet step's batch for its finishers' entries (sync: the batch
+  // just scheduled): the token sampled, the request stopped (FINISHED_LENGTH_CAPPED), its blocks
+  // freed, then running_ compacted. The members had no update event there (each event of the
+  // step was predicted again past it), so nothing else in that update changes.
+  SchedulerOutput& out = outputs_[static_cast<size_t>((first_pending_step_ - 1) % 2)];
+  bool any_finished_running = false;
+  for (const uint32_t i : lz_quiet_finishers_) {
+    Request& r = *running_[i];
+    r.num_in_flight_tokens -= 1;
+    apply_sampled_token(out, nullptr, r, any_finished_running);
+    if (!is_finished(r.status)) {
+      throw std::logic_error(fmt::format(
+          "lazy decodes: member {} was predicted to stop at its last decode and did not",
+          r.request_id));
+    }
+  }
+  lz_quiet_finishers_.clear();
+  lazy_compact_running();
+  // Running indices moved: the agenda's lists are stale (the next quiet step rebuilds them).
+  agenda_step_ = -1;
+}
+
 bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   return lazy_light_event_body(i, batch);
 }
@@ -246,6 +296,8 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   const int64_t block_end = batch + config_.block_size;
   const int64_t next = std::min(block_end, l.stop_batch);
   l.event_blocks = block_end < l.stop_batch ? 1 : -1;
+  // Sync: a stop before block_end is a last decode inside the block just appended.
+  l.quiet_finish = !config_.async_scheduling && l.stop_batch < block_end;
   // Sync with lazy cache marks: the new block fills at block_end - 1 (lazy_predict's rule).
   if (lz_cache_marks_) {
     mark_uncount(l);
@@ -266,7 +318,7 @@ int64_t Scheduler::lazy_count_pending_cache_marks(int64_t batch) const {
   return n;
 }
 
-bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda) {
+bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda, bool finishes) {
   // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
   // member or a sync decode would stop it (the prediction's stop bounds, event_blocks -1), or
   // when its one decode needs a block the pool no longer has.
@@ -294,8 +346,9 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
       least = std::min(least, next);
     } else {
       events[count++] = static_cast<uint32_t>(i);
-      stays &= lz[i].event_blocks >= 0;
-      blocks += lz[i].event_blocks;
+      const int32_t event_blocks = lz[i].event_blocks;
+      stays &= event_blocks >= 0 || (finishes && lz[i].quiet_finish);
+      blocks += std::max(event_blocks, 0);
     }
     if (next < batch || next >= batch + kAgendaSteps) {
       in_window = false;  // no agenda: the lists are left as they are, never read
@@ -334,8 +387,12 @@ bool Scheduler::quiet_run_possible() const {
   return !async || (outputs_[updated].scheduled.empty() && lz_departed_[updated].empty());
 }
 
-const SchedulerOutput* Scheduler::quiet_run_step() {
+const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
+  if (!lz_quiet_finishers_.empty()) [[unlikely]] {
+    throw std::logic_error("Scheduler::quiet_run_step: quiet_run_finish() was not called");
+  }
   const bool async = config_.async_scheduling;
+  finishes = finishes && !async;
   const int64_t batch = step_;
   const int64_t updated = async ? batch - 1 : batch;
   const bool events = lz_update_bound_ <= updated;
@@ -343,9 +400,9 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   bool agenda = agenda_step_ == batch && agenda_update_ == first_pending_step_;
   if (events) {
     if (agenda) {
-      if (!agenda_quiet_events(batch, passed_min)) return nullptr;
+      if (!agenda_quiet_events(batch, passed_min, finishes)) return nullptr;
     } else {
-      if (!lazy_quiet_events(batch, passed_min, agenda)) return nullptr;
+      if (!lazy_quiet_events(batch, passed_min, agenda, finishes)) return nullptr;
     }
   }
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
@@ -368,6 +425,7 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
   out.step_index = step_++;
   const auto implicit = static_cast<int32_t>(running_.size());
   int32_t event_decodes = 0;
+  int64_t finisher_context = 0;  // the finishers' computed tokens before their decodes
   if (events) {
     lz_update_bound_ = INT64_MAX;
     const size_t slot_now = static_cast<size_t>(batch % kAgendaSteps);
@@ -380,7 +438,11 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
     for (size_t k = 0; k < lz_quiet_count_; ++k) {
       const uint32_t i = events[k];
       if (!lazy_light_event_body(i, batch)) {
-        lazy_quiet_event(i);
+        if (lz_[i].event_blocks < 0) {
+          finisher_context += lazy_quiet_finish_schedule(i);
+        } else {
+          lazy_quiet_event(i);
+        }
         ++event_decodes;  // its token is held by the event's allocation
       }
       if (!agenda) continue;
@@ -396,8 +458,9 @@ const SchedulerOutput* Scheduler::quiet_run_step() {
     }
   }
   out.implicit_decodes = implicit;
-  out.implicit_context_tokens = lz_sum_computed_;
-  lz_sum_computed_ += implicit;
+  // A finisher departed (schedule()'s entry for it): its context is no longer in the members'.
+  out.implicit_context_tokens = lz_sum_computed_ + finisher_context;
+  lz_sum_computed_ += implicit - static_cast<int64_t>(lz_quiet_finishers_.size());
   kv_.add_lazy_held_tokens(implicit - event_decodes);
   out.admission_stop = AdmissionStop::QUEUE_EMPTY;
   out.total_num_scheduled_tokens = implicit;
@@ -422,7 +485,8 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
 
 // Inline: its one caller is quiet_run_step, every step with events.
 [[gnu::always_inline]] inline bool Scheduler::agenda_quiet_events(int64_t batch,
-                                                                  int64_t& passed_min) {
+                                                                  int64_t& passed_min,
+                                                                  bool finishes) {
   // batch >= 0: the slot without signed-modulo fix-ups.
   static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
   const auto slot = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
@@ -435,9 +499,10 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
   bool stays = true;
   for (int32_t i = agenda_head_[slot]; i >= 0; i = next[static_cast<size_t>(i)]) {
     e[count++] = static_cast<uint32_t>(i);
-    const int32_t event_blocks = lz[static_cast<size_t>(i)].event_blocks;
-    stays &= event_blocks >= 0;
-    blocks += event_blocks;
+    const LazyRunning& l = lz[static_cast<size_t>(i)];
+    const int32_t event_blocks = l.event_blocks;
+    stays &= event_blocks >= 0 || (finishes && l.quiet_finish);
+    blocks += std::max(event_blocks, 0);
   }
   lz_quiet_count_ = count;
   // Running order, as the pass over every member lists them. A step's list is short (one or two
@@ -529,6 +594,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
       j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
     }
     lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
+    lz_[i].quiet_finish = false;
     j = std::max<int64_t>(j, 0);
     lz_next_sched_[i] = next_schedule + j;
     lz_next_update_[i] = next_schedule - 1 + j;
@@ -550,6 +616,9 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   lz_[i].mark_batch = lazy_mark && fills >= 0 && fills < j ? next_schedule + fills : INT64_MAX;
   mark_count(lz_[i]);
   lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
+  // The stop is the event (j == stop: the decode of schedule(S + j) is the last) and that
+  // decode's slot x + j + 1 lies in the table (stop < new_block): allocate_slots finds it held.
+  lz_[i].quiet_finish = j >= 0 && j == stop && stop < new_block;
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;
   lz_next_update_[i] = next_schedule + j;

@@ -214,11 +214,16 @@ struct SchedulerRun {
   std::vector<std::string> steps;
   int64_t implicit = 0;
   int64_t preemptions = 0;
-  int64_t quiet_steps = 0;  // through Scheduler::schedule_and_update_if_quiet
+  int64_t quiet_steps = 0;     // through Scheduler::schedule_and_update_if_quiet
+  int64_t quiet_finishes = 0;  // members finished by quiet_run_finish() (quiet_runs)
 };
 
+// quiet_runs: the engine's runs (ReplicaEngine::run_quiet_steps) instead of
+// schedule_and_update_if_quiet: quiet_run_step(true), which also runs a member's last decode
+// (sync), the step's output described between its halves as schedule()'s would be, then
+// quiet_run_finish() for the finishers. Sync only (the update described is the step's batch).
 SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
-                   bool cache_marks = false) {
+                   bool cache_marks = false, bool quiet_runs = false) {
   config.lazy_steady_decodes = lazy;
   config.lazy_cache_marks = cache_marks;
   Scheduler s(config);
@@ -239,8 +244,24 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
     if (added == n && !s.has_requests() && s.num_pending_outputs() == 0) break;
     std::string line;
     bool process = true;
-    // The engine's quiet steps (lazy runs only): one call for both halves, the same outputs.
-    if (const Scheduler::QuietStep q = s.schedule_and_update_if_quiet(); q.scheduled) {
+    const SchedulerOutput* run_step =
+        quiet_runs && s.quiet_run_possible() ? s.quiet_run_step(/*finishes=*/true) : nullptr;
+    if (run_step != nullptr) {
+      run.implicit += run_step->implicit_decodes;
+      ++run.quiet_steps;
+      line = describe(*run_step);
+      const auto finishers = static_cast<int64_t>(s.quiet_step_finishers());
+      if (finishers > 0) s.quiet_run_finish();
+      run.quiet_finishes += finishers;
+      line += " | " + describe(*run_step);
+      process = false;
+      if (s.num_running() > 0) {
+        EXPECT_TRUE(s.quiet_run_possible()) << "step " << step;
+      }
+    } else if (quiet_runs) {
+      // Not quiet: the general calls below.
+    } else if (const Scheduler::QuietStep q = s.schedule_and_update_if_quiet(); q.scheduled) {
+      // The engine's quiet steps (lazy runs only): one call for both halves, the same outputs.
       run.implicit += q.scheduled->implicit_decodes;
       ++run.quiet_steps;
       line = describe(*q.scheduled) + " | " + describe(*q.updated);
@@ -248,7 +269,8 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
       // A quiet step leaves every condition but the events as it found them: the engine's runs
       // (ReplicaEngine::run_quiet_steps) check them once and call quiet_run_step() repeatedly.
       EXPECT_TRUE(s.quiet_run_possible()) << "step " << step;
-    } else if (s.has_requests()) {
+    }
+    if (process && run_step == nullptr && s.has_requests()) {
       const SchedulerOutput& o = s.schedule();
       run.implicit += o.implicit_decodes;
       line = describe(o);
@@ -273,6 +295,7 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   int64_t implicit = 0;
   int64_t preemptions = 0;
   int64_t quiet = 0;
+  int64_t quiet_finishes = 0;
   for (const bool caching : {true, false}) {
     for (const int32_t bs : {4, 16}) {
       for (const int32_t blocks_per_seq : {2, 6}) {  // 2: preempts; 6: roomy
@@ -290,19 +313,28 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
           const SchedulerRun lazy = drive(c, true, 30, every);
           // Deferred cache marks (sync only; the state is compared once settled).
           const SchedulerRun marks = drive(c, true, 30, every, /*cache_marks=*/true);
+          // Sync: the engine's runs (cache marks as the engine sets them), with quiet finishes.
+          // (Async runs are the quiet steps above: an update of the batch before, no finishes.)
+          const SchedulerRun runs =
+              c.async_scheduling
+                  ? general
+                  : drive(c, true, 30, every, /*cache_marks=*/true, /*quiet_runs=*/true);
           const std::string what = fmt::format("caching {} bs {} blocks/seq {} every {}", caching,
                                                bs, blocks_per_seq, every);
           EXPECT_EQ(general.implicit, 0) << what;
           ASSERT_EQ(general.steps.size(), lazy.steps.size()) << what;
           ASSERT_EQ(general.steps.size(), marks.steps.size()) << what;
+          ASSERT_EQ(general.steps.size(), runs.steps.size()) << what;
           for (size_t k = 0; k < general.steps.size(); ++k) {
             ASSERT_EQ(general.steps[k], lazy.steps[k]) << what << " step " << k;
             ASSERT_EQ(general.steps[k], marks.steps[k]) << what << " marks, step " << k;
+            ASSERT_EQ(general.steps[k], runs.steps[k]) << what << " runs, step " << k;
           }
           EXPECT_EQ(general.quiet_steps, 0) << what;
           implicit += lazy.implicit;
           preemptions += lazy.preemptions;
           quiet += lazy.quiet_steps;
+          quiet_finishes += runs.quiet_finishes;
         }
       }
     }
@@ -311,6 +343,10 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   EXPECT_GE(implicit, 5000);
   EXPECT_GE(preemptions, 50);
   EXPECT_GE(quiet, 100);
+  // Sync runs finish members in quiet steps.
+  if (!GetParam()) {
+    EXPECT_GE(quiet_finishes, 100);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SteadyDecode, SteadyDecodeModes, ::testing::Values(true, false),

@@ -280,7 +280,19 @@ class Scheduler {
   // checked: the output scheduled (the update's is the batch before, async, or the same, sync),
   // or nullptr, having changed nothing, when the step is not quiet.
   bool quiet_run_possible() const;
-  const SchedulerOutput* quiet_run_step();
+  // With finishes (sync only), a member whose decode in this step is its last (its update stops
+  // it at max_tokens or max_model_len) no longer ends the run when that decode fits its blocks:
+  // the step schedules it as schedule() would (it departs, its one token held in its table) and
+  // leaves the update's part for it, which frees its blocks, to quiet_run_finish(). The caller
+  // records the step's state (what the engine reads between schedule() and update_from_output())
+  // and then, when quiet_step_finishers() > 0, must call quiet_run_finish() before anything else.
+  const SchedulerOutput* quiet_run_step(bool finishes = false);
+  // Members the last quiet_run_step(true) scheduled for their last token.
+  size_t quiet_step_finishers() const { return lz_quiet_finishers_.size(); }
+  // update_from_output()'s part for them: each samples its last token and finishes (its blocks
+  // freed, listed in the output's finished_in_update and reported by the next schedule), in
+  // running order; running_ is compacted. A quiet run may go on after it while requests run.
+  void quiet_run_finish();
   // Part of the conditions above, inline: false means the next step is not quiet.
   bool quiet_step_possible() const {
     return lazy_ && static_cast<size_t>(lz_num_members_) == running_.size() && waiting_.empty();
@@ -436,6 +448,9 @@ class Scheduler {
     // 1 a new block, 0 none (a block becomes cached), -1 it may stop or leave the steady phase
     // there (a quiet step then leaves the event to schedule()).
     int8_t event_blocks = -1;
+    // Sync: its event (-1) is the decode its update stops it with, and that decode fits the
+    // blocks it holds (no allocation): quiet_run_step(true) can run it (lazy_predict).
+    bool quiet_finish = false;
     // The schedule (a batch index) at which its stop bound makes the event -1 (lazy_predict).
     int64_t stop_batch = INT64_MAX;
     // Lazy cache marks: the schedule that completes its last block before its next event, whose
@@ -500,6 +515,11 @@ class Scheduler {
   // member is listed once), so the fill writes through a pointer with no capacity checks.
   std::vector<uint32_t> lz_quiet_events_;
   size_t lz_quiet_count_ = 0;
+  // The running indices quiet_run_step(true) scheduled for their last token (running order),
+  // until quiet_run_finish().
+  std::vector<uint32_t> lz_quiet_finishers_;
+  // quiet_run_step's part for one (its context: computed tokens before the decode).
+  int64_t lazy_quiet_finish_schedule(size_t running_index);
   uint32_t* lz_quiet_buffer() {
     if (lz_quiet_events_.size() < running_.size()) lz_quiet_events_.resize(running_.size());
     return lz_quiet_events_.data();
@@ -522,7 +542,8 @@ class Scheduler {
   void agenda_push(size_t i, int64_t next);
   // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
   // passed_min and result, changing nothing.
-  bool agenda_quiet_events(int64_t batch, int64_t& passed_min);  // quiet_run_step only
+  bool agenda_quiet_events(int64_t batch, int64_t& passed_min,
+                           bool finishes);  // quiet_run_step only
   // outputs_[k] was written by a quiet step and by nothing since but its quiet update: every
   // field but new_block_ids and the quiet step's scalars is as clear() leaves it.
   std::array<bool, 2> lz_quiet_output_{};
@@ -568,11 +589,12 @@ class Scheduler {
   // Lists the members with an event at `batch` in lz_quiet_events_ (all running requests being
   // members) and sets passed_min to the least next event of the others; true when
   // lazy_schedule_event() succeeds for each: its event predicted to stay one decode
-  // (event_blocks >= 0) and the pool holding the new blocks they take. In the same pass it
+  // (event_blocks >= 0), or with `finishes` its last decode (quiet_finish), and the pool
+  // holding the new blocks they take. In the same pass it
   // builds the agenda from lz_next_sched_ at `batch` and sets `agenda` to whether that is valid
   // (false when an event lies outside [batch, batch + kAgendaSteps)); the caller makes it the
   // agenda (agenda_step_) only if the step turns out quiet.
-  bool lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda);
+  bool lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda, bool finishes);
   // lazy_schedule_event() of a member lazy_quiet_events() listed (throws std::logic_error if
   // the predicted allocation fails).
   void lazy_quiet_event(size_t running_index);
