@@ -646,14 +646,16 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
     }
     whole_row = false;
   };
-  // Sync: a member's last decode is a quiet step too (Scheduler::quiet_run_step), its finish
-  // applied after the step's state is recorded, as step_sync() records it before the update.
-  const bool finishes = !async;
+  // A member's stop is a quiet step too (Scheduler::quiet_run_step(true)). Sync: its last
+  // decode is in the batch and its finish is applied after the step's state is recorded, as
+  // step_sync() records it before the update. Async: it is not in the batch, and the step's
+  // update (of the batch before) has finished it, as in step_async(), which records after both.
   do {
-    const SchedulerOutput* out = sched_.quiet_run_step(finishes);
+    const SchedulerOutput* out = sched_.quiet_run_step(/*finishes=*/true);
     if (out == nullptr) break;
     ++done;
-    const int32_t implicit = out->implicit_decodes;  // every running request, finishers too
+    // The requests in the batch: every running one (sync: finishers too).
+    const int32_t implicit = out->implicit_decodes;
     if (implicit != running) {
       if (running_steps > 0) record_running(running, running_steps);
       running = implicit;
@@ -662,7 +664,10 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
     ++running_steps;
     tokens += implicit;
     const auto finishers = static_cast<int32_t>(sched_.quiet_step_finishers());
-    steady += implicit > finishers ? 1 : 0;  // a finisher's decode is an entry of its own
+    const SchedulerOutput& updated = sched_.quiet_step_update();
+    const bool finished = finishers > 0 || !updated.finished_in_update.empty();
+    steady += implicit > finishers ? 1 : 0;   // a finisher's decode is an entry of its own
+    if (async && finished) whole_row = true;  // its row already shows the finishes
     int64_t dt = constant_step_ns_;
     if (dt < 0) {
       StepWork work;
@@ -683,12 +688,16 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       if (timeline) quiet_row(*out, t_, dt);
       advance_clock(dt);
     }
-    if (finishers > 0) {
-      sched_.quiet_run_finish();
-      for (const SchedulerOutput::Finished& f : out->finished_in_update) {
+    if (finished) {
+      if (finishers > 0) sched_.quiet_run_finish();
+      for (const SchedulerOutput::Finished& f : updated.finished_in_update) {
+        if (async) {
+          sum.async_late_free_blocks += f.num_freed_blocks;
+          sum.async_late_free_requests += 1;
+        }
         finish_record(static_cast<size_t>(f.request_id));
       }
-      whole_row = true;                      // the running count moved
+      whole_row = !async;                    // sync: the running count moves from the next row on
       if (sched_.num_running() == 0) break;  // no run without a running request
     }
   } while (done < max_steps && t_ < stop_ns);

@@ -252,6 +252,37 @@ int64_t Scheduler::lazy_quiet_finish_schedule(size_t i) {
   return context;
 }
 
+void Scheduler::lazy_quiet_finish_skip(size_t i) {
+  // schedule_running for an async member at its max_tokens stop: lazy_schedule_event() finds
+  // the RUNNING loop skipping it (its last token in flight), so it departs (its token in the
+  // pending batch goes to that batch's departed list) and the loop passes over it.
+  lazy_depart(i);
+  if (!in_flight_reaches_max_tokens(*running_[i])) {
+    throw std::logic_error(fmt::format(
+        "lazy decodes: member {} was predicted to reach max_tokens in flight and did not",
+        running_[i]->request_id));
+  }
+}
+
+void Scheduler::lazy_apply_departed(SchedulerOutput& out, int64_t batch) {
+  std::vector<LazyDeparted>& departed = lz_departed_[static_cast<size_t>(batch % 2)];
+  std::sort(departed.begin(), departed.end(),
+            [](const LazyDeparted& a, const LazyDeparted& b) { return a.key < b.key; });
+  bool any_finished_running = false;
+  for (const LazyDeparted& d : departed) {
+    Request& r = *d.request;
+    r.num_in_flight_tokens -= 1;
+    apply_sampled_token(out, nullptr, r, any_finished_running);
+    if (!is_finished(r.status)) {
+      throw std::logic_error(fmt::format(
+          "lazy decodes: member {} was predicted to stop with its token in flight and did not",
+          r.request_id));
+    }
+  }
+  departed.clear();
+  lazy_compact_running();
+}
+
 void Scheduler::quiet_run_finish() {
   // update_from_output() of the quiet step's batch for its finishers' entries (sync: the batch
   // just scheduled): the token sampled, the request stopped (FINISHED_LENGTH_CAPPED), its blocks
@@ -296,8 +327,9 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   const int64_t block_end = batch + config_.block_size;
   const int64_t next = std::min(block_end, l.stop_batch);
   l.event_blocks = block_end < l.stop_batch ? 1 : -1;
-  // Sync: a stop before block_end is a last decode inside the block just appended.
-  l.quiet_finish = !config_.async_scheduling && l.stop_batch < block_end;
+  // Sync: a stop before block_end is a last decode inside the block just appended. Async: a
+  // max_tokens stop is a skip (see lazy_predict_from).
+  l.quiet_finish = config_.async_scheduling ? l.stop_at_max_tokens : l.stop_batch < block_end;
   // Sync with lazy cache marks: the new block fills at block_end - 1 (lazy_predict's rule).
   if (lz_cache_marks_) {
     mark_uncount(l);
@@ -339,6 +371,7 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
   size_t count = 0;
   int64_t blocks = 0;
   bool stays = true;
+  size_t finishers = 0;
   int64_t least = INT64_MAX;
   for (size_t i = n; i-- > 0;) {
     const int64_t next = next_sched[i];
@@ -348,6 +381,7 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
       events[count++] = static_cast<uint32_t>(i);
       const int32_t event_blocks = lz[i].event_blocks;
       stays &= event_blocks >= 0 || (finishes && lz[i].quiet_finish);
+      finishers += event_blocks < 0 ? 1 : 0;
       blocks += std::max(event_blocks, 0);
     }
     if (next < batch || next >= batch + kAgendaSteps) {
@@ -365,6 +399,8 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
   agenda = in_window;
   lz_quiet_count_ = count;
   passed_min = least;
+  // Async finishers schedule nothing: a step of only them schedules no token (not quiet).
+  if (config_.async_scheduling && finishers == n) return false;
   return stays && blocks <= kv_.num_free_blocks();
 }
 
@@ -392,7 +428,6 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
     throw std::logic_error("Scheduler::quiet_run_step: quiet_run_finish() was not called");
   }
   const bool async = config_.async_scheduling;
-  finishes = finishes && !async;
   const int64_t batch = step_;
   const int64_t updated = async ? batch - 1 : batch;
   const bool events = lz_update_bound_ <= updated;
@@ -415,6 +450,7 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
     out.new_block_ids.clear();
     out.implicit_new_blocks = 0;
     out.finished_req_ids.clear();
+    out.finished_in_update.clear();  // an async quiet finish's update wrote it
   } else {
     out.clear();
     lz_quiet_output_[slot] = true;
@@ -423,8 +459,9 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   if (!finished_pending_.empty()) out.finished_req_ids.swap(finished_pending_);
   output_ = &out;
   out.step_index = step_++;
-  const auto implicit = static_cast<int32_t>(running_.size());
+  auto implicit = static_cast<int32_t>(running_.size());
   int32_t event_decodes = 0;
+  int32_t skipped = 0;           // async finishers: not in this batch
   int64_t finisher_context = 0;  // the finishers' computed tokens before their decodes
   if (events) {
     lz_update_bound_ = INT64_MAX;
@@ -438,12 +475,16 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
     for (size_t k = 0; k < lz_quiet_count_; ++k) {
       const uint32_t i = events[k];
       if (!lazy_light_event_body(i, batch)) {
-        if (lz_[i].event_blocks < 0) {
-          finisher_context += lazy_quiet_finish_schedule(i);
-        } else {
+        if (lz_[i].event_blocks >= 0) {
           lazy_quiet_event(i);
+          ++event_decodes;  // its token is held by the event's allocation
+        } else if (!async) {
+          finisher_context += lazy_quiet_finish_schedule(i);
+          ++event_decodes;
+        } else {
+          lazy_quiet_finish_skip(i);
+          ++skipped;
         }
-        ++event_decodes;  // its token is held by the event's allocation
       }
       if (!agenda) continue;
       const int64_t next = lz_next_sched_[i];
@@ -457,6 +498,7 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
     }
   }
+  implicit -= skipped;
   out.implicit_decodes = implicit;
   // A finisher departed (schedule()'s entry for it): its context is no longer in the members'.
   out.implicit_context_tokens = lz_sum_computed_ + finisher_context;
@@ -469,6 +511,12 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   // update_from_output(): every token is the lazy clock's. (Its scratch lists, lz_items_ and
   // lz_processed_, are filled and read inside one update: nothing to reset here.)
   outputs_[static_cast<size_t>(updated % 2)].finished_in_update.clear();
+  if (skipped > 0) {
+    // Async: the pending batch's update applies the finishers' last tokens (departed members)
+    // as update_from_output() does; they finish, and running_ is compacted.
+    lazy_apply_departed(outputs_[static_cast<size_t>(updated % 2)], updated);
+    agenda = false;  // running indices moved
+  }
   ++first_pending_step_;
   lz_upd_done_ = first_pending_step_;
   agenda_step_ = agenda ? step_ : -1;
@@ -497,11 +545,13 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
   size_t count = 0;
   int64_t blocks = 0;
   bool stays = true;
+  size_t finishers = 0;
   for (int32_t i = agenda_head_[slot]; i >= 0; i = next[static_cast<size_t>(i)]) {
     e[count++] = static_cast<uint32_t>(i);
     const LazyRunning& l = lz[static_cast<size_t>(i)];
     const int32_t event_blocks = l.event_blocks;
     stays &= event_blocks >= 0 || (finishes && l.quiet_finish);
+    finishers += event_blocks < 0 ? 1 : 0;
     blocks += std::max(event_blocks, 0);
   }
   lz_quiet_count_ = count;
@@ -525,6 +575,7 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
     const auto from = static_cast<int>((slot + 1) % kAgendaSteps);
     passed_min = batch + 1 + std::countr_zero(std::rotr(others, from));
   }
+  if (config_.async_scheduling && finishers == running_.size()) return false;
   return stays && blocks <= kv_.num_free_blocks();
 }
 
@@ -584,17 +635,20 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   const int64_t bs = config_.block_size;
   // The event's kind (LazyRunning::event_blocks): a stop bound reached first or tied, else a
   // new block or, before it, a cached one.
-  const int64_t stop =
-      std::min(int64_t{r.max_tokens} - 1 - num_output, int64_t{config_.max_model_len} - 2 - x);
+  const int64_t stop_tokens = int64_t{r.max_tokens} - 1 - num_output;
+  const int64_t stop = std::min(stop_tokens, int64_t{config_.max_model_len} - 2 - x);
   const int64_t new_block = int64_t{held.num_blocks} * bs - x;
   int64_t j = std::min(stop, new_block);
   lz_[i].stop_batch = next_schedule + stop;
+  lz_[i].stop_at_max_tokens = stop_tokens == stop;
   if (config_.async_scheduling) {
     if (config_.enable_prefix_caching) {
       j = std::min(j, (int64_t{held.num_cached_block} + 1) * bs - x);
     }
     lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
-    lz_[i].quiet_finish = false;
+    // Async: at a max_tokens stop the RUNNING loop skips the member (its last token is in
+    // flight) and the pending batch's update finishes it.
+    lz_[i].quiet_finish = j >= 0 && j == stop && stop == stop_tokens;
     j = std::max<int64_t>(j, 0);
     lz_next_sched_[i] = next_schedule + j;
     lz_next_update_[i] = next_schedule - 1 + j;

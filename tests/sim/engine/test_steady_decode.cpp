@@ -219,9 +219,8 @@ struct SchedulerRun {
 };
 
 // quiet_runs: the engine's runs (ReplicaEngine::run_quiet_steps) instead of
-// schedule_and_update_if_quiet: quiet_run_step(true), which also runs a member's last decode
-// (sync), the step's output described between its halves as schedule()'s would be, then
-// quiet_run_finish() for the finishers. Sync only (the update described is the step's batch).
+// schedule_and_update_if_quiet: quiet_run_step(true), which also runs members' stops (sync: the
+// output described between its halves, as schedule()'s would be, then quiet_run_finish()).
 SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
                    bool cache_marks = false, bool quiet_runs = false) {
   config.lazy_steady_decodes = lazy;
@@ -252,8 +251,8 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
       line = describe(*run_step);
       const auto finishers = static_cast<int64_t>(s.quiet_step_finishers());
       if (finishers > 0) s.quiet_run_finish();
-      run.quiet_finishes += finishers;
-      line += " | " + describe(*run_step);
+      run.quiet_finishes += static_cast<int64_t>(s.quiet_step_update().finished_in_update.size());
+      line += " | " + describe(s.quiet_step_update());
       process = false;
       if (s.num_running() > 0) {
         EXPECT_TRUE(s.quiet_run_possible()) << "step " << step;
@@ -313,12 +312,9 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
           const SchedulerRun lazy = drive(c, true, 30, every);
           // Deferred cache marks (sync only; the state is compared once settled).
           const SchedulerRun marks = drive(c, true, 30, every, /*cache_marks=*/true);
-          // Sync: the engine's runs (cache marks as the engine sets them), with quiet finishes.
-          // (Async runs are the quiet steps above: an update of the batch before, no finishes.)
+          // The engine's runs (cache marks as the engine sets them), with quiet finishes.
           const SchedulerRun runs =
-              c.async_scheduling
-                  ? general
-                  : drive(c, true, 30, every, /*cache_marks=*/true, /*quiet_runs=*/true);
+              drive(c, true, 30, every, /*cache_marks=*/true, /*quiet_runs=*/true);
           const std::string what = fmt::format("caching {} bs {} blocks/seq {} every {}", caching,
                                                bs, blocks_per_seq, every);
           EXPECT_EQ(general.implicit, 0) << what;
@@ -343,10 +339,8 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   EXPECT_GE(implicit, 5000);
   EXPECT_GE(preemptions, 50);
   EXPECT_GE(quiet, 100);
-  // Sync runs finish members in quiet steps.
-  if (!GetParam()) {
-    EXPECT_GE(quiet_finishes, 100);
-  }
+  // Runs finish members in quiet steps.
+  EXPECT_GE(quiet_finishes, 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(SteadyDecode, SteadyDecodeModes, ::testing::Values(true, false),

@@ -280,15 +280,23 @@ class Scheduler {
   // checked: the output scheduled (the update's is the batch before, async, or the same, sync),
   // or nullptr, having changed nothing, when the step is not quiet.
   bool quiet_run_possible() const;
-  // With finishes (sync only), a member whose decode in this step is its last (its update stops
-  // it at max_tokens or max_model_len) no longer ends the run when that decode fits its blocks:
-  // the step schedules it as schedule() would (it departs, its one token held in its table) and
-  // leaves the update's part for it, which frees its blocks, to quiet_run_finish(). The caller
-  // records the step's state (what the engine reads between schedule() and update_from_output())
-  // and then, when quiet_step_finishers() > 0, must call quiet_run_finish() before anything else.
+  // With finishes, a member's stop no longer ends the run. Sync: a member whose decode in this
+  // step is its last (its update stops it at max_tokens or max_model_len), when that decode
+  // fits its blocks: the step schedules it as schedule() would (it departs, its one token held
+  // in its table) and leaves the update's part for it, which frees its blocks, to
+  // quiet_run_finish(); the caller records the step's state (what the engine reads between
+  // schedule() and update_from_output()) and then, when quiet_step_finishers() > 0, must call
+  // quiet_run_finish() before anything else. Async: a member whose last token (max_tokens) is
+  // in the pending batch: the step skips it as the RUNNING loop does and the pending batch's
+  // update finishes it inside this call (unless every running request is one: no token).
+  // Either way the finished requests are in quiet_step_update().finished_in_update.
   const SchedulerOutput* quiet_run_step(bool finishes = false);
-  // Members the last quiet_run_step(true) scheduled for their last token.
+  // Members the last quiet_run_step(true) scheduled for their last token (sync).
   size_t quiet_step_finishers() const { return lz_quiet_finishers_.size(); }
+  // The output the last quiet step's update applied (sync: its own; async: the batch before).
+  const SchedulerOutput& quiet_step_update() const {
+    return outputs_[static_cast<size_t>((first_pending_step_ - 1) % 2)];
+  }
   // update_from_output()'s part for them: each samples its last token and finishes (its blocks
   // freed, listed in the output's finished_in_update and reported by the next schedule), in
   // running order; running_ is compacted. A quiet run may go on after it while requests run.
@@ -451,6 +459,7 @@ class Scheduler {
     // Sync: its event (-1) is the decode its update stops it with, and that decode fits the
     // blocks it holds (no allocation): quiet_run_step(true) can run it (lazy_predict).
     bool quiet_finish = false;
+    bool stop_at_max_tokens = false;  // its stop bound is max_tokens' (lazy_predict)
     // The schedule (a batch index) at which its stop bound makes the event -1 (lazy_predict).
     int64_t stop_batch = INT64_MAX;
     // Lazy cache marks: the schedule that completes its last block before its next event, whose
@@ -520,6 +529,10 @@ class Scheduler {
   std::vector<uint32_t> lz_quiet_finishers_;
   // quiet_run_step's part for one (its context: computed tokens before the decode).
   int64_t lazy_quiet_finish_schedule(size_t running_index);
+  // Async: quiet_run_step's part for a member at its max_tokens stop (it departs, unscheduled),
+  // and the pending batch's update of the departed members' tokens (they finish).
+  void lazy_quiet_finish_skip(size_t running_index);
+  void lazy_apply_departed(SchedulerOutput& out, int64_t batch);
   uint32_t* lz_quiet_buffer() {
     if (lz_quiet_events_.size() < running_.size()) lz_quiet_events_.resize(running_.size());
     return lz_quiet_events_.data();
