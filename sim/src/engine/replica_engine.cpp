@@ -610,7 +610,7 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
                               ? INT64_MAX
                               : requests_[static_cast<size_t>(pending_.front())].arrival_time_ns;
   const int64_t stop_ns = std::min(before_ns, arrival);
-  if (max_steps <= 0 || t_ >= stop_ns || !sched_.quiet_run_possible()) return 0;
+  if (max_steps <= 0 || t_ >= stop_ns || !sched_.quiet_run_possible(/*finishes=*/true)) return 0;
   const bool async = sched_.config().async_scheduling;
   const bool timeline = config_.record_timeline;
   ReplaySummary& sum = summary_;
@@ -656,9 +656,11 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
     ++done;
     // The requests in the batch: every running one (sync: finishers too).
     const int32_t implicit = out->implicit_decodes;
-    if (implicit != running) {
+    // on_step's count: sync, before the update (the batch); async, after it.
+    const int32_t running_now = async ? static_cast<int32_t>(sched_.num_running()) : implicit;
+    if (running_now != running) {
       if (running_steps > 0) record_running(running, running_steps);
-      running = implicit;
+      running = running_now;
       running_steps = 0;
     }
     ++running_steps;
@@ -666,6 +668,8 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
     const auto finishers = static_cast<int32_t>(sched_.quiet_step_finishers());
     const SchedulerOutput& updated = sched_.quiet_step_update();
     const bool finished = finishers > 0 || !updated.finished_in_update.empty();
+    // Async: an update with entries (a run's first step) samples their tokens.
+    const bool entries = async && !updated.scheduled.empty();
     steady += implicit > finishers ? 1 : 0;   // a finisher's decode is an entry of its own
     if (async && finished) whole_row = true;  // its row already shows the finishes
     int64_t dt = constant_step_ns_;
@@ -688,17 +692,17 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       if (timeline) quiet_row(*out, t_, dt);
       advance_clock(dt);
     }
-    if (finished) {
+    if (finished || entries) {
       if (finishers > 0) sched_.quiet_run_finish();
-      for (const SchedulerOutput::Finished& f : updated.finished_in_update) {
-        if (async) {
+      if (async) {
+        for (const SchedulerOutput::Finished& f : updated.finished_in_update) {
           sum.async_late_free_blocks += f.num_freed_blocks;
           sum.async_late_free_requests += 1;
         }
-        finish_record(static_cast<size_t>(f.request_id));
       }
-      whole_row = !async;                    // sync: the running count moves from the next row on
-      if (sched_.num_running() == 0) break;  // no run without a running request
+      after_update(updated);  // first tokens of the entries sampled, then the finished requests
+      whole_row = whole_row || (!async && finished);  // sync: the count moves from the next row
+      if (sched_.num_running() == 0) break;           // no run without a running request
     }
   } while (done < max_steps && t_ < stop_ns);
   if (done == 0) return 0;

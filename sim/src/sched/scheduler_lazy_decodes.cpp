@@ -404,7 +404,7 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
   return stays && blocks <= kv_.num_free_blocks();
 }
 
-bool Scheduler::quiet_run_possible() const {
+bool Scheduler::quiet_run_possible(bool finishes) const {
   const size_t n = running_.size();
   // What schedule(batch) would find: every running request a member, an empty waiting queue, a
   // budget for every member. (Finished ids left to report go into the first quiet step's output,
@@ -419,8 +419,11 @@ bool Scheduler::quiet_run_possible() const {
   // predicts the member past this update, so members with events here leave it nothing to do.
   const bool async = config_.async_scheduling;
   if (num_pending_outputs() != (async ? 1 : 0)) return false;
+  // With finishes, async, that update may have entries (members scheduled before they joined)
+  // and departed members: quiet_run_step(true) applies it with update_from_output() itself.
   const auto updated = static_cast<size_t>((step_ - 1) % 2);
-  return !async || (outputs_[updated].scheduled.empty() && lz_departed_[updated].empty());
+  return !async || finishes ||
+         (outputs_[updated].scheduled.empty() && lz_departed_[updated].empty());
 }
 
 const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
@@ -431,6 +434,12 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   const int64_t batch = step_;
   const int64_t updated = async ? batch - 1 : batch;
   const bool events = lz_update_bound_ <= updated;
+  // Async: a pending batch with entries or departed members (a run's first step only: later
+  // ones update a quiet batch) takes the general update (quiet_run_possible).
+  const bool general_update =
+      async && (!outputs_[static_cast<size_t>(updated % 2)].scheduled.empty() ||
+                !lz_departed_[static_cast<size_t>(updated % 2)].empty());
+  if (general_update && !finishes) return nullptr;
   int64_t passed_min = INT64_MAX;
   bool agenda = agenda_step_ == batch && agenda_update_ == first_pending_step_;
   if (events) {
@@ -510,15 +519,22 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   lz_sched_done_ = step_;
   // update_from_output(): every token is the lazy clock's. (Its scratch lists, lz_items_ and
   // lz_processed_, are filled and read inside one update: nothing to reset here.)
-  outputs_[static_cast<size_t>(updated % 2)].finished_in_update.clear();
-  if (skipped > 0) {
-    // Async: the pending batch's update applies the finishers' last tokens (departed members)
-    // as update_from_output() does; they finish, and running_ is compacted.
-    lazy_apply_departed(outputs_[static_cast<size_t>(updated % 2)], updated);
-    agenda = false;  // running indices moved
+  if (general_update) {
+    // The step's update is the general one (its entries, departed members, finishers and the
+    // members' updates it makes exact), which may predict members again or compact running_.
+    update_from_output();
+    agenda = false;
+  } else {
+    outputs_[static_cast<size_t>(updated % 2)].finished_in_update.clear();
+    if (skipped > 0) {
+      // Async: the pending batch's update applies the finishers' last tokens (departed members)
+      // as update_from_output() does; they finish, and running_ is compacted.
+      lazy_apply_departed(outputs_[static_cast<size_t>(updated % 2)], updated);
+      agenda = false;  // running indices moved
+    }
+    ++first_pending_step_;
+    lz_upd_done_ = first_pending_step_;
   }
-  ++first_pending_step_;
-  lz_upd_done_ = first_pending_step_;
   agenda_step_ = agenda ? step_ : -1;
   agenda_update_ = first_pending_step_;
   return &out;

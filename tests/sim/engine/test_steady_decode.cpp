@@ -214,8 +214,9 @@ struct SchedulerRun {
   std::vector<std::string> steps;
   int64_t implicit = 0;
   int64_t preemptions = 0;
-  int64_t quiet_steps = 0;     // through Scheduler::schedule_and_update_if_quiet
-  int64_t quiet_finishes = 0;  // members finished by quiet_run_finish() (quiet_runs)
+  int64_t quiet_steps = 0;          // through Scheduler::schedule_and_update_if_quiet
+  int64_t quiet_finishes = 0;       // members finished by quiet_run_finish() (quiet_runs)
+  int64_t quiet_entry_updates = 0;  // async quiet steps whose update had entries (quiet_runs)
 };
 
 // quiet_runs: the engine's runs (ReplicaEngine::run_quiet_steps) instead of
@@ -243,8 +244,9 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
     if (added == n && !s.has_requests() && s.num_pending_outputs() == 0) break;
     std::string line;
     bool process = true;
-    const SchedulerOutput* run_step =
-        quiet_runs && s.quiet_run_possible() ? s.quiet_run_step(/*finishes=*/true) : nullptr;
+    const SchedulerOutput* run_step = quiet_runs && s.quiet_run_possible(/*finishes=*/true)
+                                          ? s.quiet_run_step(/*finishes=*/true)
+                                          : nullptr;
     if (run_step != nullptr) {
       run.implicit += run_step->implicit_decodes;
       ++run.quiet_steps;
@@ -252,10 +254,13 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
       const auto finishers = static_cast<int64_t>(s.quiet_step_finishers());
       if (finishers > 0) s.quiet_run_finish();
       run.quiet_finishes += static_cast<int64_t>(s.quiet_step_update().finished_in_update.size());
+      if (config.async_scheduling && !s.quiet_step_update().scheduled.empty()) {
+        ++run.quiet_entry_updates;
+      }
       line += " | " + describe(s.quiet_step_update());
       process = false;
       if (s.num_running() > 0) {
-        EXPECT_TRUE(s.quiet_run_possible()) << "step " << step;
+        EXPECT_TRUE(s.quiet_run_possible(/*finishes=*/true)) << "step " << step;
       }
     } else if (quiet_runs) {
       // Not quiet: the general calls below.
@@ -295,6 +300,7 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   int64_t preemptions = 0;
   int64_t quiet = 0;
   int64_t quiet_finishes = 0;
+  int64_t quiet_entry_updates = 0;
   for (const bool caching : {true, false}) {
     for (const int32_t bs : {4, 16}) {
       for (const int32_t blocks_per_seq : {2, 6}) {  // 2: preempts; 6: roomy
@@ -331,6 +337,7 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
           preemptions += lazy.preemptions;
           quiet += lazy.quiet_steps;
           quiet_finishes += runs.quiet_finishes;
+          quiet_entry_updates += runs.quiet_entry_updates;
         }
       }
     }
@@ -339,8 +346,11 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   EXPECT_GE(implicit, 5000);
   EXPECT_GE(preemptions, 50);
   EXPECT_GE(quiet, 100);
-  // Runs finish members in quiet steps.
+  // Runs finish members in quiet steps; async runs start with updates of entries.
   EXPECT_GE(quiet_finishes, 100);
+  if (GetParam()) {
+    EXPECT_GE(quiet_entry_updates, 100);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SteadyDecode, SteadyDecodeModes, ::testing::Values(true, false),

@@ -279,7 +279,7 @@ class Scheduler {
   // called, each quiet_run_step() is then schedule_and_update_if_quiet() with only its events
   // checked: the output scheduled (the update's is the batch before, async, or the same, sync),
   // or nullptr, having changed nothing, when the step is not quiet.
-  bool quiet_run_possible() const;
+  bool quiet_run_possible(bool finishes = false) const;
   // With finishes, a member's stop no longer ends the run. Sync: a member whose decode in this
   // step is its last (its update stops it at max_tokens or max_model_len), when that decode
   // fits its blocks: the step schedules it as schedule() would (it departs, its one token held
@@ -288,8 +288,10 @@ class Scheduler {
   // schedule() and update_from_output()) and then, when quiet_step_finishers() > 0, must call
   // quiet_run_finish() before anything else. Async: a member whose last token (max_tokens) is
   // in the pending batch: the step skips it as the RUNNING loop does and the pending batch's
-  // update finishes it inside this call (unless every running request is one: no token).
-  // Either way the finished requests are in quiet_step_update().finished_in_update.
+  // update finishes it inside this call (unless every running request is one: no token). Also
+  // async, a run's first step may update a batch with entries or departed members (see
+  // quiet_run_possible(true)): that update is update_from_output() itself, inside this call.
+  // Either way the finished requests (and the entries sampled) are in quiet_step_update().
   const SchedulerOutput* quiet_run_step(bool finishes = false);
   // Members the last quiet_run_step(true) scheduled for their last token (sync).
   size_t quiet_step_finishers() const { return lz_quiet_finishers_.size(); }
