@@ -640,7 +640,10 @@ const SchedulerOutput& Scheduler::schedule() {
   }
   output_->total_num_scheduled_tokens += output_->implicit_decodes;
   output_->num_decode_tokens += output_->implicit_decodes;
-  if (lazy_) lz_sched_done_ = step_;
+  if (lazy_) {
+    lz_sched_done_ = step_;
+    if (config_.async_scheduling) lazy_join_admitted(*output_);
+  }
   return *output_;
 }
 

@@ -728,6 +728,42 @@ void Scheduler::lazy_after_update() {
   }
 }
 
+void Scheduler::lazy_join_admitted(const SchedulerOutput& out) {
+  // Async: a request whose prompt is now all scheduled (its first token is the pending
+  // placeholder) is in the steady phase the lazy clocks assume from the next schedule on -
+  // computed == tokens == x, one placeholder - but for the prompt tokens still in flight, which
+  // only the update of this batch, through the general code (its entry), takes off. So it joins
+  // now: implicitly in the next batch instead of an entry there, the step after this one's
+  // schedule being quiet. (A join at the update, lazy_after_update, would leave that entry.)
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (s.is_prefill_chunk) continue;
+    Request* r = by_id_[static_cast<size_t>(s.request_id)];
+    const int32_t pos = lz_pos_[static_cast<size_t>(s.request_id)];
+    if (r == nullptr || pos < 0 || r->status != RequestStatus::RUNNING) continue;
+    const auto i = static_cast<size_t>(pos);
+    LazyRunning& l = lz_[i];
+    // A fresh admission only (a resumed request's tokens may be recomputed ones), which its
+    // first token does not already stop.
+    if (l.member || r->num_output_tokens != 0 || r->num_preemptions != 0 || r->max_tokens < 2 ||
+        r->num_computed_tokens != r->num_tokens() || r->num_output_placeholders != 1) {
+      continue;
+    }
+    const std::optional<KVCacheManager::HeldBlocksView> held = kv_.held_blocks(r->request_id);
+    if (!held || held->held_tokens != r->num_computed_tokens ||
+        int64_t{held->num_blocks} * config_.block_size < r->num_computed_tokens) {
+      continue;
+    }
+    l.member = true;
+    l.sb = lz_sched_done_;
+    l.sc = lz_sched_done_;
+    l.su = lz_sched_done_;
+    lz_sum_computed_ += r->num_computed_tokens;
+    ++lz_num_members_;
+    // The canonical state before the next schedule: x = computed, no output yet.
+    lazy_predict_from(i, r->num_computed_tokens, 0, lz_sched_done_);
+  }
+}
+
 bool Scheduler::lazy_marks_hold() const {
   if (!lz_count_marks_) return true;
   if (lz_marks_overflow_) return false;

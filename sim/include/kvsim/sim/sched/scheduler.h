@@ -637,6 +637,8 @@ class Scheduler {
                          int64_t next_schedule);
   bool lazy_is_steady(const Request& r) const;
   void lazy_after_update();
+  // Async, end of schedule(): fresh admissions whose prompt is all scheduled join (see there).
+  void lazy_join_admitted(const SchedulerOutput& out);
 };
 
 }  // namespace kvsim
