@@ -233,14 +233,23 @@ int64_t Scheduler::lazy_quiet_finish_schedule(size_t i) {
   // it (sync: its update stops it), so it departs and the general code schedules its one token,
   // which fits its table (quiet_finish): allocate_slots holds it there, and
   // _update_after_schedule counts it computed.
+  const bool new_block = lz_[i].finish_blocks > 0;
   lazy_depart(i);
   Request& r = *running_[i];
   const int64_t context = r.num_computed_tokens;
-  if (!kv_.allocate_slots_in_held_blocks(r, 1, config_.num_lookahead_tokens)) {
+  // allocate_slots() of its one token: in its table, or (its slot one past the table) the one
+  // new block the single path takes, listed in the batch's new blocks at its place.
+  BlockId b = kNullBlockId;
+  const bool served = new_block
+                          ? kv_.allocate_one_new_block(r, &b)
+                          : kv_.allocate_slots_in_held_blocks(r, 1, config_.num_lookahead_tokens);
+  if (!served) {
     throw std::logic_error(fmt::format(
-        "lazy decodes: the last decode of member {} was predicted to fit its blocks and did not",
-        r.request_id));
+        "lazy decodes: the last decode of member {} was predicted to take {} new blocks and was "
+        "not served",
+        r.request_id, lz_[i].finish_blocks));
   }
+  if (new_block) output_->new_block_ids.push_back(b);
   r.num_computed_tokens += 1;
   r.num_in_flight_tokens += 1;
   // The engine's record counts it as an entry's token would be (on_step): in
@@ -327,9 +336,10 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   const int64_t block_end = batch + config_.block_size;
   const int64_t next = std::min(block_end, l.stop_batch);
   l.event_blocks = block_end < l.stop_batch ? 1 : -1;
-  // Sync: a stop before block_end is a last decode inside the block just appended. Async: a
-  // max_tokens stop is a skip (see lazy_predict_from).
-  l.quiet_finish = config_.async_scheduling ? l.stop_at_max_tokens : l.stop_batch < block_end;
+  // Sync: a stop before block_end is a last decode inside the block just appended, one at it a
+  // last decode into a new block. Async: a max_tokens stop is a skip (see lazy_predict_from).
+  l.quiet_finish = config_.async_scheduling ? l.stop_at_max_tokens : l.stop_batch <= block_end;
+  l.finish_blocks = static_cast<int8_t>(!config_.async_scheduling && l.stop_batch == block_end);
   // Sync with lazy cache marks: the new block fills at block_end - 1 (lazy_predict's rule).
   if (lz_cache_marks_) {
     mark_uncount(l);
@@ -382,7 +392,7 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
       const int32_t event_blocks = lz[i].event_blocks;
       stays &= event_blocks >= 0 || (finishes && lz[i].quiet_finish);
       finishers += event_blocks < 0 ? 1 : 0;
-      blocks += std::max(event_blocks, 0);
+      blocks += event_blocks >= 0 ? event_blocks : lz[i].finish_blocks;
     }
     if (next < batch || next >= batch + kAgendaSteps) {
       in_window = false;  // no agenda: the lists are left as they are, never read
@@ -568,7 +578,7 @@ void Scheduler::agenda_push(size_t i, int64_t next) {
     const int32_t event_blocks = l.event_blocks;
     stays &= event_blocks >= 0 || (finishes && l.quiet_finish);
     finishers += event_blocks < 0 ? 1 : 0;
-    blocks += std::max(event_blocks, 0);
+    blocks += event_blocks >= 0 ? event_blocks : l.finish_blocks;
   }
   lz_quiet_count_ = count;
   // Running order, as the pass over every member lists them. A step's list is short (one or two
@@ -665,6 +675,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
     // Async: at a max_tokens stop the RUNNING loop skips the member (its last token is in
     // flight) and the pending batch's update finishes it.
     lz_[i].quiet_finish = j >= 0 && j == stop && stop == stop_tokens;
+    lz_[i].finish_blocks = 0;
     j = std::max<int64_t>(j, 0);
     lz_next_sched_[i] = next_schedule + j;
     lz_next_update_[i] = next_schedule - 1 + j;
@@ -686,9 +697,10 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   lz_[i].mark_batch = lazy_mark && fills >= 0 && fills < j ? next_schedule + fills : INT64_MAX;
   mark_count(lz_[i]);
   lz_[i].event_blocks = j >= stop || j < 0 ? -1 : j == new_block ? 1 : 0;
-  // The stop is the event (j == stop: the decode of schedule(S + j) is the last) and that
-  // decode's slot x + j + 1 lies in the table (stop < new_block): allocate_slots finds it held.
-  lz_[i].quiet_finish = j >= 0 && j == stop && stop < new_block;
+  // The stop is the event (j == stop: the decode of schedule(S + j) is the last); its slot
+  // x + j + 1 lies in the table (stop < new_block) or in one new block (stop == new_block).
+  lz_[i].quiet_finish = j >= 0 && j == stop;
+  lz_[i].finish_blocks = static_cast<int8_t>(j >= 0 && stop == new_block);
   j = std::max<int64_t>(j, 0);
   lz_next_sched_[i] = next_schedule + j;
   lz_next_update_[i] = next_schedule + j;

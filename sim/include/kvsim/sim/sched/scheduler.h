@@ -458,9 +458,11 @@ class Scheduler {
     // 1 a new block, 0 none (a block becomes cached), -1 it may stop or leave the steady phase
     // there (a quiet step then leaves the event to schedule()).
     int8_t event_blocks = -1;
-    // Sync: its event (-1) is the decode its update stops it with, and that decode fits the
-    // blocks it holds (no allocation): quiet_run_step(true) can run it (lazy_predict).
+    // Its event (-1) is its stop, which quiet_run_step(true) can run (lazy_predict). Sync: the
+    // decode its update stops it with, taking finish_blocks (0 or 1) new blocks; async: its
+    // max_tokens stop, which the RUNNING loop skips.
     bool quiet_finish = false;
+    int8_t finish_blocks = 0;
     bool stop_at_max_tokens = false;  // its stop bound is max_tokens' (lazy_predict)
     // The schedule (a batch index) at which its stop bound makes the event -1 (lazy_predict).
     int64_t stop_batch = INT64_MAX;
