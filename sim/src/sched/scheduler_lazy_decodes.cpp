@@ -277,19 +277,23 @@ void Scheduler::lazy_apply_departed(SchedulerOutput& out, int64_t batch) {
   std::vector<LazyDeparted>& departed = lz_departed_[static_cast<size_t>(batch % 2)];
   std::sort(departed.begin(), departed.end(),
             [](const LazyDeparted& a, const LazyDeparted& b) { return a.key < b.key; });
-  bool any_finished_running = false;
   for (const LazyDeparted& d : departed) {
-    Request& r = *d.request;
-    r.num_in_flight_tokens -= 1;
-    apply_sampled_token(out, nullptr, r, any_finished_running);
-    if (!is_finished(r.status)) {
-      throw std::logic_error(fmt::format(
-          "lazy decodes: member {} was predicted to stop with its token in flight and did not",
-          r.request_id));
-    }
+    lazy_apply_last_token(out, *d.request, "with its token in flight");
   }
   departed.clear();
   lazy_compact_running();
+}
+
+void Scheduler::lazy_apply_last_token(SchedulerOutput& out, Request& r, const char* when) {
+  // update_from_output()'s part for one token of a request it samples: the token comes out of
+  // flight, and it must stop the request (the prediction said so).
+  r.num_in_flight_tokens -= 1;
+  bool any_finished_running = false;
+  apply_sampled_token(out, nullptr, r, any_finished_running);
+  if (!is_finished(r.status)) {
+    throw std::logic_error(fmt::format(
+        "lazy decodes: member {} was predicted to stop {} and did not", r.request_id, when));
+  }
 }
 
 void Scheduler::quiet_run_finish() {
@@ -298,16 +302,8 @@ void Scheduler::quiet_run_finish() {
   // freed, then running_ compacted. The members had no update event there (each event of the
   // step was predicted again past it), so nothing else in that update changes.
   SchedulerOutput& out = outputs_[static_cast<size_t>((first_pending_step_ - 1) % 2)];
-  bool any_finished_running = false;
   for (const uint32_t i : lz_quiet_finishers_) {
-    Request& r = *running_[i];
-    r.num_in_flight_tokens -= 1;
-    apply_sampled_token(out, nullptr, r, any_finished_running);
-    if (!is_finished(r.status)) {
-      throw std::logic_error(fmt::format(
-          "lazy decodes: member {} was predicted to stop at its last decode and did not",
-          r.request_id));
-    }
+    lazy_apply_last_token(out, *running_[i], "at its last decode");
   }
   lz_quiet_finishers_.clear();
   lazy_compact_running();

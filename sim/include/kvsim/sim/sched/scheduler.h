@@ -537,6 +537,9 @@ class Scheduler {
   // and the pending batch's update of the departed members' tokens (they finish).
   void lazy_quiet_finish_skip(size_t running_index);
   void lazy_apply_departed(SchedulerOutput& out, int64_t batch);
+  // The update's part for a finisher's last token (throws std::logic_error if it does not stop
+  // the request, naming `when`).
+  void lazy_apply_last_token(SchedulerOutput& out, Request& r, const char* when);
   uint32_t* lz_quiet_buffer() {
     if (lz_quiet_events_.size() < running_.size()) lz_quiet_events_.resize(running_.size());
     return lz_quiet_events_.data();
