@@ -28,8 +28,8 @@
 // then update(S + j); the schedule's allocation caches x + j + 1 tokens (x computed), so a cached
 // block comes one token earlier; and a decode whose update would stop the request (max_tokens,
 // max_model_len) departs at its schedule, so that update runs the general code - or, in a
-// quiet run (quiet_run_step(true)), its update's part is quiet_run_finish(), when the decode fits
-// the member's blocks (LazyRunning::quiet_finish).
+// quiet run (quiet_run_step(true)), its update's part is quiet_run_finish()
+// (LazyRunning::quiet_finish).
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -231,8 +231,8 @@ void Scheduler::lazy_quiet_event(size_t i) {
 int64_t Scheduler::lazy_quiet_finish_schedule(size_t i) {
   // schedule_running for a member whose event is its last decode: lazy_schedule_event() refuses
   // it (sync: its update stops it), so it departs and the general code schedules its one token,
-  // which fits its table (quiet_finish): allocate_slots holds it there, and
-  // _update_after_schedule counts it computed.
+  // which allocate_slots holds in its table or in one new block (quiet_finish, finish_blocks),
+  // and _update_after_schedule counts it computed.
   const bool new_block = lz_[i].finish_blocks > 0;
   lazy_depart(i);
   Request& r = *running_[i];
