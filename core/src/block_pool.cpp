@@ -241,6 +241,16 @@ void BlockPool::free_held_blocks(std::span<const BlockId> ordered_blocks) {
   free_blocks_impl<true>(ordered_blocks);
 }
 
+void BlockPool::free_table_blocks(std::span<const BlockId> ordered_blocks, size_t num_unhashed) {
+  if (num_shared_blocks_ != 0) {
+    free_held_blocks(ordered_blocks);
+    return;
+  }
+  // free_blocks_if_unhashed_then_hashed's two pushes, in its order, without its per-block tests.
+  free_block_queue_.append_n_unchecked(ordered_blocks.subspan(num_unhashed));
+  free_block_queue_.prepend_n_unchecked(ordered_blocks.first(num_unhashed));
+}
+
 template <bool kHeld>
 void BlockPool::free_blocks_impl(std::span<const BlockId> ordered_blocks) {
   if (ordered_blocks.empty()) return;

@@ -216,7 +216,8 @@ void KVCacheManager::cache_blocks_held(const Request& request, RequestBlocks& st
       block_pool_.cache_private_blocks(blocks, hashes);
     }
     if (full > known) {
-      block_pool_.cache_private_blocks(
+      // Past the cached blocks (known >= start): neither hashed nor null (M4).
+      block_pool_.cache_new_private_blocks(
           std::span<const BlockId>(st.blocks.data() + known, static_cast<size_t>(full - known)));
     }
   }
@@ -243,7 +244,13 @@ void KVCacheManager::free(const Request& request) {
   // vLLM frees the table in reverse (tail blocks are evicted first); the table is dropped after
   // this, so it is reversed in place rather than copied.
   std::reverse(st.blocks.begin(), st.blocks.end());
-  block_pool_.free_held_blocks(st.blocks);  // a table: its blocks in use, each listed once
+  if (config_.enable_caching && !coordinator_) {
+    // M3 and M4: in reverse, the blocks past the cached ones, then the cached ones.
+    const auto cached = static_cast<size_t>(std::max(st.num_cached_block, 0));
+    block_pool_.free_table_blocks(st.blocks, st.blocks.size() - cached);
+  } else {
+    block_pool_.free_held_blocks(st.blocks);  // a table: its blocks in use, each listed once
+  }
   total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());
   total_held_tokens_ -= st.held_tokens;
   --num_live_requests_;
@@ -304,9 +311,14 @@ void KVCacheManager::check_invariants() const {
                                          st.num_cached_block, st.blocks.size()));
     }
     if (config_.enable_caching) {
-      for (int32_t i = 0; i < st.num_cached_block; ++i) {
-        if (!block_pool_.is_cached(st.blocks[static_cast<size_t>(i)])) {
-          throw std::logic_error(fmt::format("M4: request {} block #{} should be cached", r, i));
+      for (int32_t i = 0; i < static_cast<int32_t>(st.blocks.size()); ++i) {
+        const BlockId b = st.blocks[static_cast<size_t>(i)];
+        if (b == kNullBlockId) {
+          throw std::logic_error(fmt::format("M4: request {} block #{} is the null block", r, i));
+        }
+        if (block_pool_.is_cached(b) != (i < st.num_cached_block)) {
+          throw std::logic_error(fmt::format("M4: request {} block #{} should {}be cached", r, i,
+                                             i < st.num_cached_block ? "" : "not "));
         }
       }
     }

@@ -112,6 +112,14 @@ class BlockPool {
   // salted with a request-unique salt and the owner publishes them before it could look them
   // up. Skips the null block and blocks already hashed, as cache_full_blocks does.
   void cache_private_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes);
+  // cache_private_blocks(blocks) for blocks the caller knows are neither hashed nor the null
+  // block (KVCacheManager: the blocks of a table past its cached ones, M4): a store a block.
+  void cache_new_private_blocks(std::span<const BlockId> blocks) {
+    if (!enable_caching_) return;
+    BlockState* const state = state_.data();
+    for (const BlockId b : blocks) state[static_cast<size_t>(b)].dup_next = kPrivateNoHash;
+    num_cached_blocks_ += static_cast<int64_t>(blocks.size());
+  }
   // The same before the hashes are known (Request::num_deferred_block_hashes): block_hash()
   // is nullopt for such a block until it is published with its hash.
   void cache_private_blocks(std::span<const BlockId> blocks) {
@@ -158,6 +166,12 @@ class BlockPool {
   // twice" test, about a third of a finished table's cost (issue 27); the shared, null and
   // hashed tests stay, and anything else takes free_blocks' own path.
   void free_held_blocks(std::span<const BlockId> ordered_blocks);
+  // free_held_blocks for a table whose layout the caller knows (KVCacheManager's M3 and M4): the
+  // first num_unhashed listed blocks have no hash, the rest have one, none is the null block,
+  // and each is listed once and in use. With no shared block in the pool every count then drops
+  // to 0, so the two parts go to the queue's ends without reading any block's state (a finished
+  // request's table is most of a replay's frees; issue 27). Otherwise free_held_blocks.
+  void free_table_blocks(std::span<const BlockId> ordered_blocks, size_t num_unhashed);
 
   // Clears every hash if only the null block is in use. Returns false (and changes nothing)
   // otherwise.

@@ -22,8 +22,9 @@
 //   M1 the pool's invariants hold;
 //   M2 for every non-null block, ref_cnt == number of live request tables listing it;
 //   M3 no block appears twice in one request's table;
-//   M4 num_cached_block[r] <= len(table[r]) and the first num_cached_block[r] blocks are cached
-//      (when caching is on);
+//   M4 num_cached_block[r] <= len(table[r]); with caching on, the first num_cached_block[r]
+//      blocks are cached, the rest are not (a block past them came fresh from the pool), and no
+//      table lists the null block;
 //   M5 padding bookkeeping: Σ table sizes * block_size - Σ held tokens == padding_tokens() >= 0.
 // Coordinated layouts check the coordinator's C1..C3 instead of M2..M4 (M5 summed over groups).
 #pragma once
