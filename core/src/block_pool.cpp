@@ -241,14 +241,16 @@ void BlockPool::free_held_blocks(std::span<const BlockId> ordered_blocks) {
   free_blocks_impl<true>(ordered_blocks);
 }
 
-void BlockPool::free_table_blocks(std::span<const BlockId> ordered_blocks, size_t num_unhashed) {
+void BlockPool::free_table_blocks(std::span<const BlockId> table, size_t num_hashed) {
   if (num_shared_blocks_ != 0) {
-    free_held_blocks(ordered_blocks);
-    return;
+    throw std::logic_error(fmt::format(
+        "BlockPool::free_table_blocks: {} blocks are shared (free_held_blocks frees such a table)",
+        num_shared_blocks_));
   }
-  // free_blocks_if_unhashed_then_hashed's two pushes, in its order, without its per-block tests.
-  free_block_queue_.append_n_unchecked(ordered_blocks.subspan(num_unhashed));
-  free_block_queue_.prepend_n_unchecked(ordered_blocks.first(num_unhashed));
+  // free_blocks_if_unhashed_then_hashed's two pushes of the reversed table, in its order,
+  // without its per-block tests: the hashed blocks appended, then the others prepended.
+  free_block_queue_.append_n_reversed_unchecked(table.first(num_hashed));
+  free_block_queue_.prepend_n_reversed_unchecked(table.subspan(num_hashed));
 }
 
 template <bool kHeld>

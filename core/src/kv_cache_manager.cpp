@@ -241,14 +241,13 @@ void KVCacheManager::free(const Request& request) {
     }
     block_pool_.publish_private_blocks(st.blocks, request.block_hashes);
   }
-  // vLLM frees the table in reverse (tail blocks are evicted first); the table is dropped after
-  // this, so it is reversed in place rather than copied.
-  std::reverse(st.blocks.begin(), st.blocks.end());
-  if (config_.enable_caching && !coordinator_) {
-    // M3 and M4: in reverse, the blocks past the cached ones, then the cached ones.
-    const auto cached = static_cast<size_t>(std::max(st.num_cached_block, 0));
-    block_pool_.free_table_blocks(st.blocks, st.blocks.size() - cached);
+  // vLLM frees the table in reverse (tail blocks are evicted first).
+  if (config_.enable_caching && !coordinator_ && block_pool_.num_shared_blocks() == 0) {
+    // M3 and M4: the cached blocks first, then the others (free_table_blocks frees in reverse).
+    block_pool_.free_table_blocks(st.blocks, static_cast<size_t>(std::max(st.num_cached_block, 0)));
   } else {
+    // The table is dropped after this, so it is reversed in place rather than copied.
+    std::reverse(st.blocks.begin(), st.blocks.end());
     block_pool_.free_held_blocks(st.blocks);  // a table: its blocks in use, each listed once
   }
   total_table_blocks_ -= static_cast<int64_t>(st.blocks.size());

@@ -192,10 +192,9 @@ void run_free_paths_against_list(bool caching, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<V> holders;
   uint64_t next_key = 1;
-  int64_t fast_shaped = 0;           // frees that the fast path can take whole
-  int64_t held_frees = 0;            // frees through free_held_blocks
-  int64_t table_frees = 0;           // frees through free_table_blocks
-  int64_t table_frees_unshared = 0;  // ... with no shared block left (its own path)
+  int64_t fast_shaped = 0;  // frees that the fast path can take whole
+  int64_t held_frees = 0;   // frees through free_held_blocks
+  int64_t table_frees = 0;  // frees through free_table_blocks
   for (int op = 0; op < 60000; ++op) {
     const int kind = static_cast<int>(rng() % 10);
     if (kind < 3) {  // allocate
@@ -259,18 +258,18 @@ void run_free_paths_against_list(bool caching, uint64_t seed) {
       std::sort(sorted.begin(), sorted.end());
       const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
       // A table in KVCacheManager's layout (M4), reversed: unhashed blocks, then hashed ones, no
-      // null block. free_table_blocks takes it (and falls back while any block is shared).
+      // null block. With no shared block free_table_blocks frees it, given in table order.
       size_t unhashed = 0;
       while (unhashed < list.size() && !hashed[static_cast<size_t>(list[unhashed])]) ++unhashed;
-      bool table_shaped = distinct;
+      bool table_shaped = distinct && pool.num_shared_blocks() == 0;
       for (size_t k = 0; k < list.size(); ++k) {
         table_shaped = table_shaped && list[k] != kNullBlockId &&
                        (k < unhashed || hashed[static_cast<size_t>(list[k])]);
       }
       if (table_shaped && rng() % 2 == 0) {
-        pool.free_table_blocks(list, unhashed);
+        const V table(list.rbegin(), list.rend());
+        pool.free_table_blocks(table, list.size() - unhashed);
         ++table_frees;
-        table_frees_unshared += pool.num_shared_blocks() == 0 ? 1 : 0;
       } else if (distinct && rng() % 2 == 0) {
         pool.free_held_blocks(list);
         ++held_frees;
@@ -302,9 +301,8 @@ void run_free_paths_against_list(bool caching, uint64_t seed) {
   // Both sides of the split were exercised, and both entry points.
   EXPECT_GT(fast_shaped, 1000);
   EXPECT_GT(held_frees, 1000);
-  EXPECT_GT(table_frees, 1000);
   if (caching) {
-    EXPECT_GT(table_frees_unshared, 100);  // its own path, not the fallback
+    EXPECT_GT(table_frees, 100);  // (caching off shares a block nearly all the time here)
   }
   pool.check_invariants();
 }

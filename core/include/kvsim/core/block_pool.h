@@ -166,12 +166,14 @@ class BlockPool {
   // twice" test, about a third of a finished table's cost (issue 27); the shared, null and
   // hashed tests stay, and anything else takes free_blocks' own path.
   void free_held_blocks(std::span<const BlockId> ordered_blocks);
-  // free_held_blocks for a table whose layout the caller knows (KVCacheManager's M3 and M4): the
-  // first num_unhashed listed blocks have no hash, the rest have one, none is the null block,
-  // and each is listed once and in use. With no shared block in the pool every count then drops
-  // to 0, so the two parts go to the queue's ends without reading any block's state (a finished
-  // request's table is most of a replay's frees; issue 27). Otherwise free_held_blocks.
-  void free_table_blocks(std::span<const BlockId> ordered_blocks, size_t num_unhashed);
+  // free_held_blocks(reversed table) for a request's table given in table order, when the
+  // caller knows its layout (KVCacheManager's M3 and M4) and no block in the pool is shared: its
+  // first num_hashed blocks have a hash and the rest do not, none is the null block, each is
+  // listed once and held by this table only. Every count then drops to 0, so the two parts go to
+  // the queue's ends, reversed, without reading any block's state or reversing the table (a
+  // finished request's table is most of a replay's frees; issue 27). Throws std::logic_error
+  // when a block is shared (num_shared_blocks() > 0): free_held_blocks is the caller's then.
+  void free_table_blocks(std::span<const BlockId> table, size_t num_hashed);
 
   // Clears every hash if only the null block is in use. Returns false (and changes nothing)
   // otherwise.

@@ -114,6 +114,13 @@ class FreeKVCacheBlockQueue {
   // check_invariants() detects a violation afterwards.
   void append_n_unchecked(std::span<const BlockId> blocks) { push_unchecked<false>(blocks); }
   void prepend_n_unchecked(std::span<const BlockId> blocks) { push_unchecked<true>(blocks); }
+  // The same for the blocks in reverse (blocks.back() first), without a reversed copy.
+  void append_n_reversed_unchecked(std::span<const BlockId> blocks) {
+    push_unchecked<false, true>(blocks);
+  }
+  void prepend_n_reversed_unchecked(std::span<const BlockId> blocks) {
+    push_unchecked<true, true>(blocks);
+  }
 
   // prepend_n_unchecked(blocks) if every block is not free, is listed once and keep(b) holds,
   // else pushes nothing; returns whether it pushed. Blocks must be in [0, num_blocks). keep is
@@ -225,7 +232,7 @@ class FreeKVCacheBlockQueue {
   // The unchecked pushes: the new entries take logical positions [first, first + k), one run of
   // ring slots or two at the ring's end, written in one pass with no position arithmetic modulo
   // the capacity.
-  template <bool kFront>
+  template <bool kFront, bool kReversed = false>
   void push_unchecked(std::span<const BlockId> blocks) {
     if (blocks.empty()) return;
     make_room(blocks.size());
@@ -240,7 +247,7 @@ class FreeKVCacheBlockQueue {
     auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
       BlockId* const dst = ring + slot0;
       for (uint32_t i = from; i < to; ++i) {
-        const BlockId b = ids[i];
+        const BlockId b = kReversed ? ids[k - 1 - i] : ids[i];
         dst[i - from] = b;
         pos[static_cast<size_t>(b)] = first + i;
       }
