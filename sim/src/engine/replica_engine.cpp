@@ -685,9 +685,9 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       const int64_t start = std::max(t_, gpu_free_ns_);
       if (timeline) quiet_row(*out, start, dt);
       gpu_free_ns_ = batch_end(start, dt);
-      end_ns_[static_cast<size_t>(out->step_index % 2)] = gpu_free_ns_;
+      end_ns_[batch_slot(out->step_index)] = gpu_free_ns_;
       // The update was of the batch before.
-      t_ = std::max(t_, end_ns_[static_cast<size_t>((out->step_index - 1) % 2)]);
+      t_ = std::max(t_, end_ns_[batch_slot(out->step_index - 1)]);
     } else {
       if (timeline) quiet_row(*out, t_, dt);
       advance_clock(dt);
@@ -818,14 +818,14 @@ void ReplicaEngine::step_async() {
       log_row(out, start, 0);
     }
     gpu_free_ns_ = batch_end(start, dt);
-    end_ns_[static_cast<size_t>(out.step_index % 2)] = gpu_free_ns_;
+    end_ns_[batch_slot(out.step_index)] = gpu_free_ns_;
     progress = new_work_;
     stalled = empty_before && out.total_num_scheduled_tokens == 0 &&
               out.preempted_req_ids.empty() && sched_.num_running() == 0 && sched_.has_waiting();
   }
   if (st.processed != nullptr) {
     const SchedulerOutput& out = *st.processed;
-    t_ = std::max(t_, end_ns_[static_cast<size_t>(out.step_index % 2)]);
+    t_ = std::max(t_, end_ns_[batch_slot(out.step_index)]);
     for (const SchedulerOutput::Finished& f : out.finished_in_update) {
       sum.async_late_free_blocks += f.num_freed_blocks;
       sum.async_late_free_requests += 1;

@@ -610,9 +610,9 @@ const SchedulerOutput& Scheduler::schedule() {
             ? "Scheduler::schedule called with 2 batches pending (async batch queue is full)"
             : "Scheduler::schedule called twice without update_from_output");
   }
-  output_ = &outputs_[static_cast<size_t>(step_ % 2)];
+  output_ = &outputs_[batch_slot(step_)];
   output_->clear();
-  lz_quiet_output_[static_cast<size_t>(step_ % 2)] = false;
+  lz_quiet_output_[batch_slot(step_)] = false;
   output_->finished_req_ids.swap(finished_pending_);
   output_->step_index = step_++;
   int64_t token_budget = config_.max_num_batched_tokens;
@@ -696,8 +696,8 @@ const SchedulerOutput& Scheduler::update_from_output() {
     throw std::logic_error("Scheduler::update_from_output without a pending schedule");
   }
   const int64_t batch = first_pending_step_;
-  SchedulerOutput& out = outputs_[static_cast<size_t>(batch % 2)];
-  lz_quiet_output_[static_cast<size_t>(batch % 2)] = false;
+  SchedulerOutput& out = outputs_[batch_slot(batch)];
+  lz_quiet_output_[batch_slot(batch)] = false;
   ++first_pending_step_;
   out.finished_in_update.clear();
   bool any_finished_running = false;
@@ -708,7 +708,7 @@ const SchedulerOutput& Scheduler::update_from_output() {
     // departed after it was scheduled. Everybody else's token is the lazy clock's.
     lz_items_.clear();
     lz_processed_.clear();
-    std::vector<LazyDeparted>& departed = lz_departed_[static_cast<size_t>(batch % 2)];
+    std::vector<LazyDeparted>& departed = lz_departed_[batch_slot(batch)];
     // Victims depart from the back of running: sort into running order.
     std::sort(departed.begin(), departed.end(),
               [](const LazyDeparted& a, const LazyDeparted& b) { return a.key < b.key; });

@@ -133,7 +133,7 @@ void Scheduler::lazy_depart(size_t i) {
   // unless it was updated already.
   const int64_t prev = lz_sched_done_ - 1;
   if (l.sb <= prev && lz_upd_done_ <= prev) {
-    lz_departed_[static_cast<size_t>(prev % 2)].push_back({l.key, running_[i]});
+    lz_departed_[batch_slot(prev)].push_back({l.key, running_[i]});
   }
   mark_uncount(l);
   l.member = false;
@@ -274,7 +274,7 @@ void Scheduler::lazy_quiet_finish_skip(size_t i) {
 }
 
 void Scheduler::lazy_apply_departed(SchedulerOutput& out, int64_t batch) {
-  std::vector<LazyDeparted>& departed = lz_departed_[static_cast<size_t>(batch % 2)];
+  std::vector<LazyDeparted>& departed = lz_departed_[batch_slot(batch)];
   std::sort(departed.begin(), departed.end(),
             [](const LazyDeparted& a, const LazyDeparted& b) { return a.key < b.key; });
   for (const LazyDeparted& d : departed) {
@@ -301,7 +301,7 @@ void Scheduler::quiet_run_finish() {
   // just scheduled): the token sampled, the request stopped (FINISHED_LENGTH_CAPPED), its blocks
   // freed, then running_ compacted. The members had no update event there (each event of the
   // step was predicted again past it), so nothing else in that update changes.
-  SchedulerOutput& out = outputs_[static_cast<size_t>((first_pending_step_ - 1) % 2)];
+  SchedulerOutput& out = outputs_[batch_slot(first_pending_step_ - 1)];
   for (const uint32_t i : lz_quiet_finishers_) {
     lazy_apply_last_token(out, *running_[i], "at its last decode");
   }
@@ -427,7 +427,7 @@ bool Scheduler::quiet_run_possible(bool finishes) const {
   if (num_pending_outputs() != (async ? 1 : 0)) return false;
   // With finishes, async, that update may have entries (members scheduled before they joined)
   // and departed members: quiet_run_step(true) applies it with update_from_output() itself.
-  const auto updated = static_cast<size_t>((step_ - 1) % 2);
+  const auto updated = batch_slot(step_ - 1);
   return !async || finishes ||
          (outputs_[updated].scheduled.empty() && lz_departed_[updated].empty());
 }
@@ -442,9 +442,8 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   const bool events = lz_update_bound_ <= updated;
   // Async: a pending batch with entries or departed members (a run's first step only: later
   // ones update a quiet batch) takes the general update (quiet_run_possible).
-  const bool general_update =
-      async && (!outputs_[static_cast<size_t>(updated % 2)].scheduled.empty() ||
-                !lz_departed_[static_cast<size_t>(updated % 2)].empty());
+  const bool general_update = async && (!outputs_[batch_slot(updated)].scheduled.empty() ||
+                                        !lz_departed_[batch_slot(updated)].empty());
   if (general_update && !finishes) return nullptr;
   int64_t passed_min = INT64_MAX;
   bool agenda = agenda_step_ == batch && agenda_update_ == first_pending_step_;
@@ -458,7 +457,7 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
   // every event succeeding (checked above). (step_threshold_ is left alone: only schedule()
   // reads it, after setting it.)
-  const auto slot = static_cast<size_t>(batch % 2);
+  const auto slot = batch_slot(batch);
   SchedulerOutput& out = outputs_[slot];
   if (lz_quiet_output_[slot]) {
     // Written by the quiet step two before and not since: only these differ from clear()'s.
@@ -480,7 +479,7 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
   int64_t finisher_context = 0;  // the finishers' computed tokens before their decodes
   if (events) {
     lz_update_bound_ = INT64_MAX;
-    const size_t slot_now = static_cast<size_t>(batch % kAgendaSteps);
+    const size_t slot_now = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
     if (agenda) {
       // The members due here are this step's whole list; each goes under its next event.
       agenda_head_[slot_now] = -1;
@@ -531,11 +530,11 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
     update_from_output();
     agenda = false;
   } else {
-    outputs_[static_cast<size_t>(updated % 2)].finished_in_update.clear();
+    outputs_[batch_slot(updated)].finished_in_update.clear();
     if (skipped > 0) {
       // Async: the pending batch's update applies the finishers' last tokens (departed members)
       // as update_from_output() does; they finish, and running_ is compacted.
-      lazy_apply_departed(outputs_[static_cast<size_t>(updated % 2)], updated);
+      lazy_apply_departed(outputs_[batch_slot(updated)], updated);
       agenda = false;  // running indices moved
     }
     ++first_pending_step_;
@@ -547,7 +546,7 @@ const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
 }
 
 void Scheduler::agenda_push(size_t i, int64_t next) {
-  const auto slot = static_cast<size_t>(next % kAgendaSteps);
+  const auto slot = static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1));
   agenda_next_[i] = agenda_head_[slot];
   agenda_head_[slot] = static_cast<int32_t>(i);
   agenda_mask_ |= uint64_t{1} << slot;
@@ -613,7 +612,7 @@ bool Scheduler::lazy_agenda_holds() const {
       if (k >= n || ++seen[k] > 1) return false;
       const int64_t next = lz_next_sched_[k];
       if (next < step_ || next >= step_ + kAgendaSteps ||
-          static_cast<size_t>(next % kAgendaSteps) != slot) {
+          static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1)) != slot) {
         return false;
       }
     }
@@ -627,7 +626,7 @@ Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
   const SchedulerOutput* scheduled = quiet_run_step();
   if (scheduled == nullptr) return {};
   const int64_t updated = config_.async_scheduling ? step_ - 2 : step_ - 1;
-  return {scheduled, &outputs_[static_cast<size_t>(updated % 2)]};
+  return {scheduled, &outputs_[batch_slot(updated)]};
 }
 
 bool Scheduler::lazy_is_steady(const Request& r) const {

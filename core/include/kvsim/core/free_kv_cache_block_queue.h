@@ -244,12 +244,28 @@ class FreeKVCacheBlockQueue {
     BlockId* const ring = ring_.data();
     uint32_t* const pos = pos_.data();
     const BlockId* const ids = blocks.data();
+    // blocks[from, to) (in the push's order) to ring slots slot0, slot0 + 1, ..., four per step
+    // (each four read before any is written: the position stores could alias the ids).
     auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
-      BlockId* const dst = ring + slot0;
-      for (uint32_t i = from; i < to; ++i) {
-        const BlockId b = kReversed ? ids[k - 1 - i] : ids[i];
-        dst[i - from] = b;
-        pos[static_cast<size_t>(b)] = first + i;
+      BlockId* dst = ring + slot0;
+      uint32_t p = first + from;
+      auto id = [&](uint32_t i) { return kReversed ? ids[k - 1 - i] : ids[i]; };
+      uint32_t i = from;
+      for (; to - i >= 4; i += 4, dst += 4, p += 4) {
+        const BlockId b0 = id(i), b1 = id(i + 1), b2 = id(i + 2), b3 = id(i + 3);
+        dst[0] = b0;
+        dst[1] = b1;
+        dst[2] = b2;
+        dst[3] = b3;
+        pos[static_cast<size_t>(b0)] = p;
+        pos[static_cast<size_t>(b1)] = p + 1;
+        pos[static_cast<size_t>(b2)] = p + 2;
+        pos[static_cast<size_t>(b3)] = p + 3;
+      }
+      for (; i < to; ++i, ++dst, ++p) {
+        const BlockId b = id(i);
+        *dst = b;
+        pos[static_cast<size_t>(b)] = p;
       }
     };
     run(0, first_run, start);

@@ -226,6 +226,12 @@ struct SchedulerOutput {
   void clear();
 };
 
+// The slot of step (batch) index `step` >= 0 in a ring of two (Scheduler's outputs, the async
+// engine's batch end times): its parity, without signed modulo's fix-ups for negative values.
+inline size_t batch_slot(int64_t step) {
+  return static_cast<size_t>(static_cast<uint64_t>(step) & 1);
+}
+
 class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);
@@ -297,7 +303,7 @@ class Scheduler {
   size_t quiet_step_finishers() const { return lz_quiet_finishers_.size(); }
   // The output the last quiet step's update applied (sync: its own; async: the batch before).
   const SchedulerOutput& quiet_step_update() const {
-    return outputs_[static_cast<size_t>((first_pending_step_ - 1) % 2)];
+    return outputs_[batch_slot(first_pending_step_ - 1)];
   }
   // update_from_output()'s part for them: each samples its last token and finishes (its blocks
   // freed, listed in the output's finished_in_update and reported by the next schedule), in
