@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kvsim/core/param.h"
+#include "kvsim/sim/sched/detail/scheduler_quiet_step.h"
 
 #include "replay_batch.h"
 
@@ -651,7 +652,7 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
   // step_sync() records it before the update. Async: it is not in the batch, and the step's
   // update (of the batch before) has finished it, as in step_async(), which records after both.
   do {
-    const SchedulerOutput* out = sched_.quiet_run_step(/*finishes=*/true);
+    const SchedulerOutput* out = sched_.quiet_run_step_inline(/*finishes=*/true);
     if (out == nullptr) break;
     ++done;
     // The requests in the batch: every running one (sync: finishers too).

@@ -37,6 +37,7 @@
 
 #include <fmt/format.h>
 
+#include "kvsim/sim/sched/detail/scheduler_quiet_step.h"
 #include "kvsim/sim/sched/scheduler.h"
 
 namespace kvsim {
@@ -315,37 +316,8 @@ bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
   return lazy_light_event_body(i, batch);
 }
 
-[[gnu::always_inline]] inline bool Scheduler::lazy_light_event_body(size_t i, int64_t batch) {
-  LazyRunning& l = lz_[i];
-  // Sync with eager cache marks: a cached-block event comes between two new-block events.
-  if (l.event_blocks != 1 ||
-      (!config_.async_scheduling && config_.enable_prefix_caching && !lz_cache_marks_)) {
-    return false;
-  }
-  BlockId b = kNullBlockId;
-  if (!kv_.append_block_lazily(*running_[i], &b)) return false;
-  output_->new_block_ids.push_back(b);
-  output_->implicit_new_blocks += 1;
-  // lazy_predict after settling: the table now ends block_size tokens later, the block just
-  // completed is cached (no cached bound before the new one), and a stop bound reached first or
-  // tied wins.
-  const int64_t block_end = batch + config_.block_size;
-  const int64_t next = std::min(block_end, l.stop_batch);
-  l.event_blocks = block_end < l.stop_batch ? 1 : -1;
-  // Sync: a stop before block_end is a last decode inside the block just appended, one at it a
-  // last decode into a new block. Async: a max_tokens stop is a skip (see lazy_predict_from).
-  l.quiet_finish = config_.async_scheduling ? l.stop_at_max_tokens : l.stop_batch <= block_end;
-  l.finish_blocks = static_cast<int8_t>(!config_.async_scheduling && l.stop_batch == block_end);
-  // Sync with lazy cache marks: the new block fills at block_end - 1 (lazy_predict's rule).
-  if (lz_cache_marks_) {
-    mark_uncount(l);
-    l.mark_batch = block_end - 1 < next ? block_end - 1 : INT64_MAX;
-    mark_count(l);
-  }
-  lz_next_sched_[i] = next;
-  lz_next_update_[i] = next - lazy_sched_minus_update();
-  lz_update_bound_ = std::min(lz_update_bound_, lz_next_update_[i]);
-  return true;
+const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
+  return quiet_run_step_inline(finishes);
 }
 
 int64_t Scheduler::lazy_count_pending_cache_marks(int64_t batch) const {
@@ -430,174 +402,6 @@ bool Scheduler::quiet_run_possible(bool finishes) const {
   const auto updated = batch_slot(step_ - 1);
   return !async || finishes ||
          (outputs_[updated].scheduled.empty() && lz_departed_[updated].empty());
-}
-
-const SchedulerOutput* Scheduler::quiet_run_step(bool finishes) {
-  if (!lz_quiet_finishers_.empty()) [[unlikely]] {
-    throw std::logic_error("Scheduler::quiet_run_step: quiet_run_finish() was not called");
-  }
-  const bool async = config_.async_scheduling;
-  const int64_t batch = step_;
-  const int64_t updated = async ? batch - 1 : batch;
-  const bool events = lz_update_bound_ <= updated;
-  // Async: a pending batch with entries or departed members (a run's first step only: later
-  // ones update a quiet batch) takes the general update (quiet_run_possible).
-  const bool general_update = async && (!outputs_[batch_slot(updated)].scheduled.empty() ||
-                                        !lz_departed_[batch_slot(updated)].empty());
-  if (general_update && !finishes) return nullptr;
-  int64_t passed_min = INT64_MAX;
-  bool agenda = agenda_step_ == batch && agenda_update_ == first_pending_step_;
-  if (events) {
-    if (agenda) {
-      if (!agenda_quiet_events(batch, passed_min, finishes)) return nullptr;
-    } else {
-      if (!lazy_quiet_events(batch, passed_min, agenda, finishes)) return nullptr;
-    }
-  }
-  // schedule(): every member implicitly, one token each; schedule_running's member loop with
-  // every event succeeding (checked above). (step_threshold_ is left alone: only schedule()
-  // reads it, after setting it.)
-  const auto slot = batch_slot(batch);
-  SchedulerOutput& out = outputs_[slot];
-  if (lz_quiet_output_[slot]) {
-    // Written by the quiet step two before and not since: only these differ from clear()'s.
-    out.new_block_ids.clear();
-    out.implicit_new_blocks = 0;
-    out.finished_req_ids.clear();
-    out.finished_in_update.clear();  // an async quiet finish's update wrote it
-  } else {
-    out.clear();
-    lz_quiet_output_[slot] = true;
-  }
-  // schedule() reports the ids finished since the last one (only a run's first step has any).
-  if (!finished_pending_.empty()) out.finished_req_ids.swap(finished_pending_);
-  output_ = &out;
-  out.step_index = step_++;
-  auto implicit = static_cast<int32_t>(running_.size());
-  int32_t event_decodes = 0;
-  int32_t skipped = 0;           // async finishers: not in this batch
-  int64_t finisher_context = 0;  // the finishers' computed tokens before their decodes
-  if (events) {
-    lz_update_bound_ = INT64_MAX;
-    const size_t slot_now = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
-    if (agenda) {
-      // The members due here are this step's whole list; each goes under its next event.
-      agenda_head_[slot_now] = -1;
-      agenda_mask_ &= ~(uint64_t{1} << slot_now);
-    }
-    const uint32_t* const events = lz_quiet_events_.data();
-    for (size_t k = 0; k < lz_quiet_count_; ++k) {
-      const uint32_t i = events[k];
-      if (!lazy_light_event_body(i, batch)) {
-        if (lz_[i].event_blocks >= 0) {
-          lazy_quiet_event(i);
-          ++event_decodes;  // its token is held by the event's allocation
-        } else if (!async) {
-          finisher_context += lazy_quiet_finish_schedule(i);
-          ++event_decodes;
-        } else {
-          lazy_quiet_finish_skip(i);
-          ++skipped;
-        }
-      }
-      if (!agenda) continue;
-      const int64_t next = lz_next_sched_[i];
-      if (next <= batch || next >= batch + kAgendaSteps) {
-        agenda = false;
-        continue;
-      }
-      agenda_push(i, next);
-    }
-    if (passed_min != INT64_MAX) {
-      lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
-    }
-  }
-  implicit -= skipped;
-  out.implicit_decodes = implicit;
-  // A finisher departed (schedule()'s entry for it): its context is no longer in the members'.
-  out.implicit_context_tokens = lz_sum_computed_ + finisher_context;
-  lz_sum_computed_ += implicit - static_cast<int64_t>(lz_quiet_finishers_.size());
-  kv_.add_lazy_held_tokens(implicit - event_decodes);
-  out.admission_stop = AdmissionStop::QUEUE_EMPTY;
-  out.total_num_scheduled_tokens = implicit;
-  out.num_decode_tokens = implicit;
-  lz_sched_done_ = step_;
-  // update_from_output(): every token is the lazy clock's. (Its scratch lists, lz_items_ and
-  // lz_processed_, are filled and read inside one update: nothing to reset here.)
-  if (general_update) {
-    // The step's update is the general one (its entries, departed members, finishers and the
-    // members' updates it makes exact), which may predict members again or compact running_.
-    update_from_output();
-    agenda = false;
-  } else {
-    outputs_[batch_slot(updated)].finished_in_update.clear();
-    if (skipped > 0) {
-      // Async: the pending batch's update applies the finishers' last tokens (departed members)
-      // as update_from_output() does; they finish, and running_ is compacted.
-      lazy_apply_departed(outputs_[batch_slot(updated)], updated);
-      agenda = false;  // running indices moved
-    }
-    ++first_pending_step_;
-    lz_upd_done_ = first_pending_step_;
-  }
-  agenda_step_ = agenda ? step_ : -1;
-  agenda_update_ = first_pending_step_;
-  return &out;
-}
-
-void Scheduler::agenda_push(size_t i, int64_t next) {
-  const auto slot = static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1));
-  agenda_next_[i] = agenda_head_[slot];
-  agenda_head_[slot] = static_cast<int32_t>(i);
-  agenda_mask_ |= uint64_t{1} << slot;
-}
-
-// Inline: its one caller is quiet_run_step, every step with events.
-[[gnu::always_inline]] inline bool Scheduler::agenda_quiet_events(int64_t batch,
-                                                                  int64_t& passed_min,
-                                                                  bool finishes) {
-  // batch >= 0: the slot without signed-modulo fix-ups.
-  static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
-  const auto slot = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
-  // Locals: the stores into the list could alias the members as far as the compiler knows.
-  uint32_t* const e = lz_quiet_buffer();
-  const int32_t* const next = agenda_next_.data();
-  const LazyRunning* const lz = lz_.data();
-  size_t count = 0;
-  int64_t blocks = 0;
-  bool stays = true;
-  size_t finishers = 0;
-  for (int32_t i = agenda_head_[slot]; i >= 0; i = next[static_cast<size_t>(i)]) {
-    e[count++] = static_cast<uint32_t>(i);
-    const LazyRunning& l = lz[static_cast<size_t>(i)];
-    const int32_t event_blocks = l.event_blocks;
-    stays &= event_blocks >= 0 || (finishes && l.quiet_finish);
-    finishers += event_blocks < 0 ? 1 : 0;
-    blocks += event_blocks >= 0 ? event_blocks : l.finish_blocks;
-  }
-  lz_quiet_count_ = count;
-  // Running order, as the pass over every member lists them. A step's list is short (one or two
-  // members, pushed in reverse): an insertion sort, without std::sort's set-up; long ones sort.
-  if (count > 16) {
-    std::sort(e, e + count);
-  } else {
-    for (size_t k = 1; k < count; ++k) {
-      const uint32_t v = e[k];
-      size_t m = k;
-      for (; m > 0 && e[m - 1] > v; --m) e[m] = e[m - 1];
-      e[m] = v;
-    }
-  }
-  // The least next event of the others: the first non-empty list after this step's.
-  const uint64_t others = agenda_mask_ & ~(uint64_t{1} << slot);
-  if (others == 0) {
-    passed_min = INT64_MAX;
-  } else {
-    const auto from = static_cast<int>((slot + 1) % kAgendaSteps);
-    passed_min = batch + 1 + std::countr_zero(std::rotr(others, from));
-  }
-  if (config_.async_scheduling && finishers == running_.size()) return false;
-  return stays && blocks <= kv_.num_free_blocks();
 }
 
 bool Scheduler::lazy_agenda_holds() const {

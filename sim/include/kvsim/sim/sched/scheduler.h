@@ -299,6 +299,9 @@ class Scheduler {
   // quiet_run_possible(true)): that update is update_from_output() itself, inside this call.
   // Either way the finished requests (and the entries sampled) are in quiet_step_update().
   const SchedulerOutput* quiet_run_step(bool finishes = false);
+  // The same, inline (kvsim/sim/sched/detail/scheduler_quiet_step.h): ReplicaEngine's run of
+  // quiet steps.
+  const SchedulerOutput* quiet_run_step_inline(bool finishes);
   // Members the last quiet_run_step(true) scheduled for their last token (sync).
   size_t quiet_step_finishers() const { return lz_quiet_finishers_.size(); }
   // The output the last quiet step's update applied (sync: its own; async: the batch before).
@@ -569,7 +572,7 @@ class Scheduler {
   // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
   // passed_min and result, changing nothing.
   bool agenda_quiet_events(int64_t batch, int64_t& passed_min,
-                           bool finishes);  // quiet_run_step only
+                           bool finishes);  // quiet_run_step_inline only
   // outputs_[k] was written by a quiet step and by nothing since but its quiet update: every
   // field but new_block_ids and the quiet step's scalars is as clear() leaves it.
   std::array<bool, 2> lz_quiet_output_{};
@@ -632,7 +635,7 @@ class Scheduler {
   // whichever comes first (what lazy_predict would find). False, changing nothing, when the
   // event needs lazy_quiet_event() (another kind, or a table that is not in that case).
   bool lazy_light_event(size_t running_index, int64_t batch);
-  // Its body, inlined into the quiet steps' event loop (scheduler_lazy_decodes.cpp only).
+  // Its body, inlined into the quiet steps' event loop (detail/scheduler_quiet_step.h).
   bool lazy_light_event_body(size_t running_index, int64_t batch);
   // Async: the tokens in flight already reach max_tokens, so another step would be wasted
   // (vLLM: num_computed + 2 - placeholders >= prompt + max_tokens). The RUNNING loop skips it.
