@@ -14,16 +14,30 @@ namespace kvsim {
 
 namespace {
 
+// A latency in seconds: one correctly rounded division of the exact nanosecond count, so a
+// latency of an exact number of ns prints as its exact decimal seconds (x * 1e-9 would add a
+// rounding step).
+double ns_to_seconds(int64_t ns) {
+  return static_cast<double>(ns) / 1e9;
+}
+double ns_to_seconds(double seconds) {
+  return seconds;
+}  // TPOT's buffer holds seconds
+
 // Sorts values that are all +0.0 or greater (no NaN, no -0.0) into std::sort's order, bit for
-// bit: for such doubles IEEE 754's order is the unsigned order of their bit patterns, and equal
-// values have equal bits. An LSD radix sort over 11-bit digits that skips a digit every value
-// shares. Why not a library: Boost.Sort's float_sort (used until issue 27's sixteenth pass)
-// splits 19k latencies into bins it then finishes with pdqsort, whose comparisons mispredict:
-// its sorts were 3.6 % of a whole Azure conv replay's CPU (perf), and this takes about 40 % of
-// its time on the same values (bench/RESULTS.md).
-void radix_sort_nonnegative(std::span<double> values) {
+// bit, or non-negative integers: for such doubles IEEE 754's order is the unsigned order of their
+// bit patterns, and equal values have equal bits. An LSD radix sort over 11-bit digits that skips
+// a digit every value shares and the digits above the highest bit any value sets (nanosecond
+// durations of a replay fit in 3 or 4 digits; doubles need all 6). Why not a library: Boost.Sort's
+// float_sort (used until issue 27's sixteenth pass) splits 19k latencies into bins it then
+// finishes with pdqsort, whose comparisons mispredict: its sorts were 3.6 % of a whole Azure conv
+// replay's CPU (perf), and this takes about 40 % of its time on the same values
+// (bench/RESULTS.md).
+template <class T>
+void radix_sort_nonnegative(std::span<T> values) {
+  static_assert(sizeof(T) == sizeof(uint64_t));
   constexpr int kBits = 11;
-  constexpr int kDigits = (64 + kBits - 1) / kBits;
+  constexpr int kMaxDigits = (64 + kBits - 1) / kBits;
   constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
   const size_t n = values.size();
   // One scratch per thread, reused by the four summaries of a report (a fresh 150 KB buffer each
@@ -32,13 +46,18 @@ void radix_sort_nonnegative(std::span<double> values) {
   scratch.resize(2 * n);
   uint64_t* from = scratch.data();
   uint64_t* to = from + n;
-  std::array<std::array<uint32_t, size_t{1} << kBits>, kDigits> count{};
+  uint64_t any = 0;
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t x = std::bit_cast<uint64_t>(values[i]);
-    from[i] = x;
-    for (int d = 0; d < kDigits; ++d) ++count[static_cast<size_t>(d)][(x >> (kBits * d)) & kMask];
+    from[i] = std::bit_cast<uint64_t>(values[i]);
+    any |= from[i];
   }
-  for (int d = 0; d < kDigits; ++d) {
+  const int digits = std::max(1, static_cast<int>((std::bit_width(any) + kBits - 1) / kBits));
+  std::array<std::array<uint32_t, size_t{1} << kBits>, kMaxDigits> count{};
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t x = from[i];
+    for (int d = 0; d < digits; ++d) ++count[static_cast<size_t>(d)][(x >> (kBits * d)) & kMask];
+  }
+  for (int d = 0; d < digits; ++d) {
     auto& c = count[static_cast<size_t>(d)];
     const int shift = kBits * d;
     if (c[(from[0] >> shift) & kMask] == n) continue;  // every value has this digit
@@ -54,21 +73,45 @@ void radix_sort_nonnegative(std::span<double> values) {
     }
     std::swap(from, to);
   }
-  for (size_t i = 0; i < n; ++i) values[i] = std::bit_cast<double>(from[i]);
+  for (size_t i = 0; i < n; ++i) values[i] = std::bit_cast<T>(from[i]);
 }
 
 // Below this std::sort is as fast (the radix sort's counts are a fixed cost).
 constexpr size_t kRadixSortMinValues = 256;
 
-void sort_latencies(std::span<double> values) {
-  const bool radix = values.size() >= kRadixSortMinValues &&
-                     std::all_of(values.begin(), values.end(),
-                                 [](double v) { return v >= 0.0 && !std::signbit(v); });
-  if (radix) {
+// Radix-sortable: no NaN and no -0.0 among doubles (negative integers and doubles take std::sort).
+bool radix_sortable(double v) {
+  return v >= 0.0 && !std::signbit(v);
+}
+bool radix_sortable(int64_t v) {
+  return v >= 0;
+}
+
+// Sorts `values` in place and summarises them in seconds (to_seconds of each). to_seconds must
+// keep their order (an identity, or a division by a positive constant): then its results are
+// the seconds' values in ascending order, summed small-first (deterministic) and ranked.
+template <class T>
+LatencySummary summarize_sorted_in_place(std::span<T> values) {
+  LatencySummary s;
+  if (values.empty()) return s;
+  if (values.size() >= kRadixSortMinValues &&
+      std::all_of(values.begin(), values.end(), [](T v) { return radix_sortable(v); })) {
     radix_sort_nonnegative(values);
   } else {
     std::sort(values.begin(), values.end());
   }
+  s.count = static_cast<int64_t>(values.size());
+  double sum = 0.0;
+  for (const T v : values) sum += ns_to_seconds(v);
+  s.mean = sum / static_cast<double>(values.size());
+  const auto at = [&](double q) {
+    return ns_to_seconds(values[static_cast<size_t>(nearest_rank_index(q, s.count))]);
+  };
+  s.p50 = at(0.50);
+  s.p90 = at(0.90);
+  s.p99 = at(0.99);
+  s.max = ns_to_seconds(values.back());
+  return s;
 }
 
 }  // namespace
@@ -88,19 +131,12 @@ double percentile_sorted(std::span<const double> sorted, double q) {
   return sorted[static_cast<size_t>(nearest_rank_index(q, static_cast<int64_t>(sorted.size())))];
 }
 
+LatencySummary summarize_latencies_ns(std::span<int64_t> ns) {
+  return summarize_sorted_in_place(ns);
+}
+
 LatencySummary summarize_latencies(std::span<double> values) {
-  LatencySummary s;
-  if (values.empty()) return s;
-  sort_latencies(values);
-  s.count = static_cast<int64_t>(values.size());
-  double sum = 0.0;
-  for (double v : values) sum += v;  // ascending order: deterministic, small-first summation
-  s.mean = sum / static_cast<double>(values.size());
-  s.p50 = percentile_sorted(values, 0.50);
-  s.p90 = percentile_sorted(values, 0.90);
-  s.p99 = percentile_sorted(values, 0.99);
-  s.max = values.back();
-  return s;
+  return summarize_sorted_in_place(values);
 }
 
 LatencyCollector::LatencyCollector(size_t exact_limit, double relative_accuracy)
@@ -129,19 +165,17 @@ void LatencyCollector::add(const RequestTimestamps& t) {
         "ns, finish {} ns, output tokens {}",
         t.arrival_ns, t.first_scheduled_ns, t.first_token_ns, t.finish_ns, t.output_tokens));
   }
-  // One correctly rounded division of the exact nanosecond count, so a latency of an exact
-  // number of ns prints as its exact decimal seconds (x * 1e-9 would add a rounding step).
-  constexpr double kNsPerSecond = 1e9;
-  const double ttft = static_cast<double>(t.first_token_ns - t.arrival_ns) / kNsPerSecond;
-  const double e2e = static_cast<double>(t.finish_ns - t.arrival_ns) / kNsPerSecond;
-  const double queueing = static_cast<double>(t.first_scheduled_ns - t.arrival_ns) / kNsPerSecond;
+  const int64_t ttft = t.first_token_ns - t.arrival_ns;
+  const int64_t e2e = t.finish_ns - t.arrival_ns;
+  const int64_t queueing = t.first_scheduled_ns - t.arrival_ns;
   const bool has_tpot = t.output_tokens >= 2;
-  const double tpot = has_tpot ? static_cast<double>(t.finish_ns - t.first_token_ns) /
-                                     kNsPerSecond / static_cast<double>(t.output_tokens - 1)
+  const double tpot = has_tpot ? ns_to_seconds(t.finish_ns - t.first_token_ns) /
+                                     static_cast<double>(t.output_tokens - 1)
                                : 0.0;
   if (!sketched_ && size_ == exact_limit_) fold_into_sketches();
   if (sketched_) {
-    add_to_sketches(ttft, tpot, e2e, queueing, has_tpot);
+    add_to_sketches(ns_to_seconds(ttft), tpot, ns_to_seconds(e2e), ns_to_seconds(queueing),
+                    has_tpot);
   } else {
     ttft_.push_back(ttft);
     e2e_.push_back(e2e);
@@ -160,9 +194,9 @@ void LatencyCollector::add_to_sketches(double ttft, double tpot, double e2e, dou
 }
 
 void LatencyCollector::fold_into_sketches() {
-  auto fold = [](std::vector<double>& buffer, QuantileSketch& sketch) {
-    for (double v : buffer) sketch.add(v);
-    std::vector<double>().swap(buffer);  // release the memory, not just the size
+  auto fold = [](auto& buffer, QuantileSketch& sketch) {
+    for (const auto v : buffer) sketch.add(ns_to_seconds(v));
+    std::remove_reference_t<decltype(buffer)>().swap(buffer);  // release the memory too
   };
   fold(ttft_, ttft_sketch_);
   fold(tpot_, tpot_sketch_);
@@ -189,10 +223,10 @@ void LatencyCollector::merge(const LatencyCollector& other) {
     tpot_sketch_.merge(other.tpot_sketch_);
     e2e_sketch_.merge(other.e2e_sketch_);
     queueing_sketch_.merge(other.queueing_sketch_);
-    for (double v : other.ttft_) ttft_sketch_.add(v);  // empty if other is sketched
-    for (double v : other.tpot_) tpot_sketch_.add(v);
-    for (double v : other.e2e_) e2e_sketch_.add(v);
-    for (double v : other.queueing_) queueing_sketch_.add(v);
+    for (const int64_t v : other.ttft_) ttft_sketch_.add(ns_to_seconds(v));  // empty if sketched
+    for (const double v : other.tpot_) tpot_sketch_.add(v);
+    for (const int64_t v : other.e2e_) e2e_sketch_.add(ns_to_seconds(v));
+    for (const int64_t v : other.queueing_) queueing_sketch_.add(ns_to_seconds(v));
   } else {
     // Both exact and the union fits: report() sorts, so appending equals adding in any order.
     ttft_.insert(ttft_.end(), other.ttft_.begin(), other.ttft_.end());
@@ -204,6 +238,7 @@ void LatencyCollector::merge(const LatencyCollector& other) {
 }
 
 size_t LatencyCollector::memory_bytes() const noexcept {
+  static_assert(sizeof(int64_t) == sizeof(double));
   return (ttft_.capacity() + tpot_.capacity() + e2e_.capacity() + queueing_.capacity()) *
              sizeof(double) +
          ttft_sketch_.memory_bytes() + tpot_sketch_.memory_bytes() + e2e_sketch_.memory_bytes() +
@@ -237,10 +272,10 @@ LatencyReport LatencyCollector::report() {
     r.percentile_relative_error = ttft_sketch_.relative_accuracy();
     return r;
   }
-  r.ttft = summarize_latencies(ttft_);
+  r.ttft = summarize_latencies_ns(ttft_);
   r.tpot = summarize_latencies(tpot_);
-  r.e2e = summarize_latencies(e2e_);
-  r.queueing = summarize_latencies(queueing_);
+  r.e2e = summarize_latencies_ns(e2e_);
+  r.queueing = summarize_latencies_ns(queueing_);
   return r;
 }
 

@@ -49,6 +49,11 @@ struct LatencySummary {
 
 // Sorts `values` in place and summarises them (a per-thread scratch buffer, reused).
 LatencySummary summarize_latencies(std::span<double> values);
+// The same for durations in integer nanoseconds, summarised in seconds (each ns / 1e9, one
+// correctly rounded division): bit for bit summarize_latencies of those seconds, since the
+// division keeps their order, with a sort of integers (fewer radix digits than doubles).
+// Sorts `ns` in place.
+LatencySummary summarize_latencies_ns(std::span<int64_t> ns);
 
 // The timestamps of one finished request, in replay-clock nanoseconds.
 // Precondition: arrival <= first_scheduled <= first_token <= finish, output_tokens >= 1.
@@ -82,7 +87,7 @@ inline constexpr size_t kExactLatencySamples = 1'000'000;
 //   LatencyCollector c; c.reserve(n);
 //   for (each finished request) c.add({arrival, first_scheduled, first_token, finish, out});
 //   LatencyReport r = c.report();
-// Up to exact_limit requests, add() appends four doubles (no allocation after reserve, which
+// Up to exact_limit requests, add() appends four values (no allocation after reserve, which
 // reserves at most exact_limit) and report() sorts the buffers in place and summarises them
 // exactly. The add() of request exact_limit + 1 folds the buffers into four QuantileSketches
 // (relative accuracy `relative_accuracy`) and frees them; from then on add() goes to the sketches
@@ -120,7 +125,9 @@ class LatencyCollector {
   size_t exact_limit_;
   size_t size_ = 0;
   bool sketched_ = false;
-  std::vector<double> ttft_, tpot_, e2e_, queueing_;
+  // TTFT, e2e and queueing in nanoseconds (summarize_latencies_ns), TPOT in seconds.
+  std::vector<int64_t> ttft_, e2e_, queueing_;
+  std::vector<double> tpot_;
   QuantileSketch ttft_sketch_, tpot_sketch_, e2e_sketch_, queueing_sketch_;
 };
 
