@@ -30,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -249,10 +250,13 @@ class FreeKVCacheBlockQueue {
     auto run = [&](uint32_t from, uint32_t to, uint32_t slot0) {
       BlockId* dst = ring + slot0;
       uint32_t p = first + from;
-      auto id = [&](uint32_t i) { return kReversed ? ids[k - 1 - i] : ids[i]; };
-      uint32_t i = from;
-      for (; to - i >= 4; i += 4, dst += 4, p += 4) {
-        const BlockId b0 = id(i), b1 = id(i + 1), b2 = id(i + 2), b3 = id(i + 3);
+      // The push's i-th block: ids[i], or ids[k - 1 - i] reversed, through a pointer that
+      // moves one id per block (src[d * j] is the j-th block from here).
+      constexpr ptrdiff_t d = kReversed ? -1 : 1;
+      const BlockId* src = kReversed ? ids + (k - 1 - from) : ids + from;
+      uint32_t left = to - from;
+      for (; left >= 4; left -= 4, src += 4 * d, dst += 4, p += 4) {
+        const BlockId b0 = src[0], b1 = src[d], b2 = src[2 * d], b3 = src[3 * d];
         dst[0] = b0;
         dst[1] = b1;
         dst[2] = b2;
@@ -262,8 +266,8 @@ class FreeKVCacheBlockQueue {
         pos[static_cast<size_t>(b2)] = p + 2;
         pos[static_cast<size_t>(b3)] = p + 3;
       }
-      for (; i < to; ++i, ++dst, ++p) {
-        const BlockId b = id(i);
+      for (; left > 0; --left, src += d, ++dst, ++p) {
+        const BlockId b = *src;
         *dst = b;
         pos[static_cast<size_t>(b)] = p;
       }
