@@ -137,7 +137,8 @@ void add_implicit_decodes(StepWork& work, const SchedulerOutput& out) {
 void derive_replay_summary(const ReplayStepSums& sums, ReplaySummary& sum) {
   if (sum.steps > 0) {
     sum.mean_running = static_cast<double>(sums.sum_running) / static_cast<double>(sum.steps);
-    sum.padding_tokens_mean = sums.sum_padding / static_cast<double>(sum.steps);
+    sum.padding_tokens_mean =
+        static_cast<double>(sums.sum_padding) / static_cast<double>(sum.steps);
   }
   if (sums.padding_fraction_steps > 0) {
     sum.padding_fraction_mean =
@@ -313,23 +314,23 @@ void ReplicaEngine::arrive(size_t index) {
   ReplaySummary& sum = summary_;
   const KVCacheManager& kv = sched_.kv_cache_manager();
   const int32_t used = used_blocks();
-  // The usage and the fraction's denominator move only with the used blocks (most steps keep
-  // them): recomputed then, the same values, without a division a step.
+  // The usage (a function of the used blocks), its peak and the fraction's denominator move
+  // only with the used blocks (most steps keep them): recomputed then, the same values, without
+  // a division or a comparison a step.
   if (used != kv_state_used_) [[unlikely]] {
     kv_state_used_ = used;
     kv_state_usage_ = kv.usage();
     kv_state_block_slots_ = static_cast<double>(used) * sched_.config().block_size;
+    sum.peak_kv_usage = std::max(sum.peak_kv_usage, kv_state_usage_);
   }
   const int64_t padding = kv.padding_tokens();
-  sums_.sum_padding += static_cast<double>(padding);
+  sums_.sum_padding += padding;
   sum.padding_tokens_peak = std::max(sum.padding_tokens_peak, padding);
   if (used > 0) {
     sums_.sum_padding_fraction += static_cast<double>(padding) / kv_state_block_slots_;
     ++sums_.padding_fraction_steps;
   }
-  const double usage = kv_state_usage_;
-  sum.peak_kv_usage = std::max(sum.peak_kv_usage, usage);
-  sums_.sum_usage += usage;
+  sums_.sum_usage += kv_state_usage_;
   ++sums_.usage_steps;
 }
 

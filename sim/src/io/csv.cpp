@@ -13,7 +13,7 @@ std::string Splitter::split(std::string_view line) {
   // possible without a quote.
   if (line.empty()) {
     fields_.emplace_back();
-    return "";
+    return {};
   }
   if (std::memchr(line.data(), '"', line.size()) == nullptr) {
     const char* p = line.data();
@@ -24,7 +24,7 @@ std::string Splitter::split(std::string_view line) {
                    : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(end - p)));
       if (comma == nullptr) {
         fields_.emplace_back(p, static_cast<size_t>(end - p));
-        return "";
+        return {};
       }
       fields_.emplace_back(p, static_cast<size_t>(comma - p));
       p = comma + 1;
@@ -66,7 +66,7 @@ std::string Splitter::split(std::string_view line) {
       fields_.push_back(line.substr(i, end - i));
       i = end;
     }
-    if (i >= line.size()) return "";
+    if (i >= line.size()) return {};
     ++i;  // the comma
   }
 }

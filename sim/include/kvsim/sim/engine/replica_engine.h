@@ -69,7 +69,8 @@ void check_replay_config(const ReplayConfig& config, const KvBackend& backend);
 // means are over the union of its replicas' steps).
 struct ReplayStepSums {
   int64_t sum_running = 0;
-  double sum_padding = 0;
+  // Σ padding tokens over steps: an integer, exact (a double summed them exactly below 2^53).
+  int64_t sum_padding = 0;
   double sum_padding_fraction = 0;
   int64_t padding_fraction_steps = 0;  // steps with used blocks
   double sum_usage = 0;
