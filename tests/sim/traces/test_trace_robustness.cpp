@@ -7,6 +7,7 @@
 
 #include "scratch_dir_test.h"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -55,6 +56,48 @@ TEST_F(TraceRobustness, ArrivalBeyondTwoToTheSixtyTwoIsAnErrorNamingTheRow) {
   EXPECT_EQ(error_of(azure), azure +
                                  ":3: field 'TIMESTAMP': arrival more than 2^62 ns (about 146 "
                                  "years) after the first request (got 'beyond 292 years')");
+}
+
+// Azure rows in the plain shape are read without the CSV splitter; every other row must still
+// read (or fail) exactly as the general path reads it.
+TEST_F(TraceRobustness, AzureRowsOffThePlainShapeReadAsTheGeneralPathReadsThem) {
+  const std::string mixed = write("mixed.csv",
+                                  "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                  "2023-11-16 18:15:46.6805900,374,44\n"
+                                  "2023-11-16 18:15:50.5, 5 ,7\t\n"
+                                  "\"2023-11-16 18:15:51\",\"6\",8\n"
+                                  "2023-11-16T18:15:52,+9,3\r\n"
+                                  "2023-11-16 18:15:53.25,10,4\n");
+  const Trace t = read_trace(mixed);
+  ASSERT_EQ(t.requests.size(), 5U);
+  const std::vector<std::array<int64_t, 4>> want = {{0, 374, 44, 2},
+                                                    {3'819'410'000, 5, 7, 3},
+                                                    {4'319'410'000, 6, 8, 4},
+                                                    {5'319'410'000, 9, 3, 5},
+                                                    {6'569'410'000, 10, 4, 6}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(t.requests[i].arrival_ns, want[i][0]) << i;
+    EXPECT_EQ(t.requests[i].input_tokens, want[i][1]) << i;
+    EXPECT_EQ(t.requests[i].output_tokens, want[i][2]) << i;
+    EXPECT_EQ(t.requests[i].source_line, want[i][3]) << i;
+  }
+  const std::string head = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,2\n";
+  const std::string extra = write("extra.csv", head + "2023-11-16 18:15:47,1,2,3\n");
+  EXPECT_EQ(error_of(extra), extra +
+                                 ":3: field 'row': 4 fields, the header has 3 (got "
+                                 "'2023-11-16 18:15:47,1,2,3')");
+  const std::string negative = write("neg.csv", head + "2023-11-16 18:15:47,-1,2\n");
+  EXPECT_EQ(error_of(negative),
+            negative + ":3: field 'ContextTokens': negative token count (got '-1')");
+  const std::string big = write("big.csv", head + "2023-11-16 18:15:47,1,2147483648\n");
+  EXPECT_EQ(error_of(big),
+            big + ":3: field 'GeneratedTokens': token count out of range (got '2147483648')");
+  const std::string hour = write("hour.csv", head + "2023-11-16 24:00:00,1,2\n");
+  EXPECT_EQ(error_of(hour), hour +
+                                ":3: field 'TIMESTAMP': not a timestamp "
+                                "YYYY-MM-DD HH:MM:SS[.fffffff] (got '2023-11-16 24:00:00')");
+  const std::string nul = write("nul.csv", head + std::string("2023-11-16 18:15:47,1,2\0\n", 26));
+  EXPECT_NE(error_of(nul).find(":3: field 'GeneratedTokens'"), std::string::npos) << error_of(nul);
 }
 
 TEST_F(TraceRobustness, TimeScaleBeyondTheArrivalLimitNamesTheFlag) {
