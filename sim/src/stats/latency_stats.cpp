@@ -14,15 +14,15 @@ namespace kvsim {
 
 namespace {
 
-// A latency in seconds: one correctly rounded division of the exact nanosecond count, so a
-// latency of an exact number of ns prints as its exact decimal seconds (x * 1e-9 would add a
-// rounding step).
-double ns_to_seconds(int64_t ns) {
+// A latency in seconds from a buffer's value. Nanoseconds: one correctly rounded division of the
+// exact count, so a latency of an exact number of ns prints as its exact decimal seconds
+// (x * 1e-9 would add a rounding step). Seconds (TPOT's buffer): as they are.
+double seconds_of(int64_t ns) {
   return static_cast<double>(ns) / 1e9;
 }
-double ns_to_seconds(double seconds) {
+double seconds_of(double seconds) {
   return seconds;
-}  // TPOT's buffer holds seconds
+}
 
 // Sorts values that are all +0.0 or greater (no NaN, no -0.0) into std::sort's order, bit for
 // bit, or non-negative integers: for such doubles IEEE 754's order is the unsigned order of their
@@ -87,9 +87,9 @@ bool radix_sortable(int64_t v) {
   return v >= 0;
 }
 
-// Sorts `values` in place and summarises them in seconds (to_seconds of each). to_seconds must
-// keep their order (an identity, or a division by a positive constant): then its results are
-// the seconds' values in ascending order, summed small-first (deterministic) and ranked.
+// Sorts `values` in place and summarises them in seconds (seconds_of each), which keeps their
+// order (an identity, or a division by a positive constant): the seconds in ascending order,
+// summed small-first (deterministic) and ranked.
 template <class T>
 LatencySummary summarize_sorted_in_place(std::span<T> values) {
   LatencySummary s;
@@ -102,15 +102,15 @@ LatencySummary summarize_sorted_in_place(std::span<T> values) {
   }
   s.count = static_cast<int64_t>(values.size());
   double sum = 0.0;
-  for (const T v : values) sum += ns_to_seconds(v);
+  for (const T v : values) sum += seconds_of(v);
   s.mean = sum / static_cast<double>(values.size());
   const auto at = [&](double q) {
-    return ns_to_seconds(values[static_cast<size_t>(nearest_rank_index(q, s.count))]);
+    return seconds_of(values[static_cast<size_t>(nearest_rank_index(q, s.count))]);
   };
   s.p50 = at(0.50);
   s.p90 = at(0.90);
   s.p99 = at(0.99);
-  s.max = ns_to_seconds(values.back());
+  s.max = seconds_of(values.back());
   return s;
 }
 
@@ -169,13 +169,12 @@ void LatencyCollector::add(const RequestTimestamps& t) {
   const int64_t e2e = t.finish_ns - t.arrival_ns;
   const int64_t queueing = t.first_scheduled_ns - t.arrival_ns;
   const bool has_tpot = t.output_tokens >= 2;
-  const double tpot = has_tpot ? ns_to_seconds(t.finish_ns - t.first_token_ns) /
+  const double tpot = has_tpot ? seconds_of(t.finish_ns - t.first_token_ns) /
                                      static_cast<double>(t.output_tokens - 1)
                                : 0.0;
   if (!sketched_ && size_ == exact_limit_) fold_into_sketches();
   if (sketched_) {
-    add_to_sketches(ns_to_seconds(ttft), tpot, ns_to_seconds(e2e), ns_to_seconds(queueing),
-                    has_tpot);
+    add_to_sketches(seconds_of(ttft), tpot, seconds_of(e2e), seconds_of(queueing), has_tpot);
   } else {
     ttft_.push_back(ttft);
     e2e_.push_back(e2e);
@@ -195,7 +194,7 @@ void LatencyCollector::add_to_sketches(double ttft, double tpot, double e2e, dou
 
 void LatencyCollector::fold_into_sketches() {
   auto fold = [](auto& buffer, QuantileSketch& sketch) {
-    for (const auto v : buffer) sketch.add(ns_to_seconds(v));
+    for (const auto v : buffer) sketch.add(seconds_of(v));
     std::remove_reference_t<decltype(buffer)>().swap(buffer);  // release the memory too
   };
   fold(ttft_, ttft_sketch_);
@@ -223,10 +222,10 @@ void LatencyCollector::merge(const LatencyCollector& other) {
     tpot_sketch_.merge(other.tpot_sketch_);
     e2e_sketch_.merge(other.e2e_sketch_);
     queueing_sketch_.merge(other.queueing_sketch_);
-    for (const int64_t v : other.ttft_) ttft_sketch_.add(ns_to_seconds(v));  // empty if sketched
+    for (const int64_t v : other.ttft_) ttft_sketch_.add(seconds_of(v));  // empty if sketched
     for (const double v : other.tpot_) tpot_sketch_.add(v);
-    for (const int64_t v : other.e2e_) e2e_sketch_.add(ns_to_seconds(v));
-    for (const int64_t v : other.queueing_) queueing_sketch_.add(ns_to_seconds(v));
+    for (const int64_t v : other.e2e_) e2e_sketch_.add(seconds_of(v));
+    for (const int64_t v : other.queueing_) queueing_sketch_.add(seconds_of(v));
   } else {
     // Both exact and the union fits: report() sorts, so appending equals adding in any order.
     ttft_.insert(ttft_.end(), other.ttft_.begin(), other.ttft_.end());
