@@ -625,8 +625,8 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
   int64_t running_steps = 0;
   // The timeline row of the run's first step, and of the first after a finish; the later ones
   // change only in the columns a quiet step moves (log_row of a quiet step adds nothing else to
-  // the summary: nothing preempted, nothing waiting).
-  TimelineRow row;
+  // the summary: nothing preempted, nothing waiting). Whole before it is read (whole_row).
+  TimelineRow& row = quiet_row_;
   bool whole_row = true;
   auto quiet_row = [&](const SchedulerOutput& out, int64_t start, int64_t dt) {
     if (whole_row) {
