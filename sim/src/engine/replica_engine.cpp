@@ -310,7 +310,9 @@ void ReplicaEngine::arrive(size_t index) {
 
 // The per-step padding and KV-usage sums (floating point: one step at a time, in step order).
 // Inline in on_step() and the quiet steps (a call per step is a measurable part of a quiet step).
-[[gnu::always_inline]] inline void ReplicaEngine::record_kv_state() {
+// Returns the padding tokens; kv_state_used_ is the used blocks (a quiet step's timeline row
+// takes both from here instead of asking the pool again).
+[[gnu::always_inline]] inline int64_t ReplicaEngine::record_kv_state() {
   ReplaySummary& sum = summary_;
   const KVCacheManager& kv = sched_.kv_cache_manager();
   const int32_t used = used_blocks();
@@ -332,6 +334,7 @@ void ReplicaEngine::arrive(size_t index) {
   }
   sums_.sum_usage += kv_state_usage_;
   ++sums_.usage_steps;
+  return padding;
 }
 
 // on_step()'s per-step running, padding and KV-usage sums.
@@ -628,25 +631,29 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
   // the summary: nothing preempted, nothing waiting). Whole before it is read (whole_row).
   TimelineRow& row = quiet_row_;
   bool whole_row = true;
-  auto quiet_row = [&](const SchedulerOutput& out, int64_t start, int64_t dt) {
-    if (whole_row) {
+  // Inline: a successor's columns come from this step's record_kv_state() (`padding`, the used
+  // blocks; free = usable - used, as used_blocks() defines them), the values make_row() reads.
+  const int32_t usable_blocks = sched_.config().num_gpu_blocks - 1;
+  auto quiet_row = [&](const SchedulerOutput& out, int64_t start, int64_t dt, int64_t padding)
+      __attribute__((always_inline)) {
+    if (whole_row) [[unlikely]] {
       row = make_row(out, start, dt);
-    } else {
-      const KVCacheManager& kv = sched_.kv_cache_manager();
-      row.step = out.step_index;
-      row.time_ns = start;
-      row.duration_ns = dt;
-      row.used_blocks = used_blocks();
-      row.free_blocks = kv.num_free_blocks();
-      row.cached_blocks = cached_blocks(out);
-      row.padding_tokens = kv.padding_tokens();
+      emit_row(row);
+      whole_row = false;
+      return;
     }
-    if (whole_row || timeline_sink_ == nullptr) {
+    row.step = out.step_index;
+    row.time_ns = start;
+    row.duration_ns = dt;
+    row.used_blocks = kv_state_used_;
+    row.free_blocks = usable_blocks - kv_state_used_;
+    row.cached_blocks = cached_blocks(out);
+    row.padding_tokens = padding;
+    if (timeline_sink_ == nullptr) {
       emit_row(row);
     } else {
       timeline_sink_->put_successor(row);  // the row before plus one step, these columns moved
     }
-    whole_row = false;
   };
   // A member's stop is a quiet step too (Scheduler::quiet_run_step(true)). Sync: its last
   // decode is in the batch and its finish is applied after the step's state is recorded, as
@@ -681,17 +688,17 @@ int64_t ReplicaEngine::run_quiet_steps(int64_t before_ns, int64_t max_steps) {
       dt = step_time_.step_time_ns(work, /*overlap_cpu=*/async);
     }
     sum.steps += 1;  // per step: batch_end's overflow error names it
-    record_kv_state();
+    const int64_t padding = record_kv_state();
     if (async) {
       sum.async_ahead_blocks += out->implicit_new_blocks;
       const int64_t start = std::max(t_, gpu_free_ns_);
-      if (timeline) quiet_row(*out, start, dt);
+      if (timeline) quiet_row(*out, start, dt, padding);
       gpu_free_ns_ = batch_end(start, dt);
       end_ns_[batch_slot(out->step_index)] = gpu_free_ns_;
       // The update was of the batch before.
       t_ = std::max(t_, end_ns_[batch_slot(out->step_index - 1)]);
     } else {
-      if (timeline) quiet_row(*out, t_, dt);
+      if (timeline) quiet_row(*out, t_, dt, padding);
       advance_clock(dt);
     }
     if (finished || entries) {

@@ -150,7 +150,7 @@ class ReplicaEngine {
   void step_async();
   void record_pool_state();  // on_step()'s per-step running, padding and KV-usage sums:
   void record_running(int32_t running, int64_t steps);  // the running-request part, `steps` times
-  void record_kv_state();                               // the padding and KV-usage part
+  int64_t record_kv_state();  // the padding and KV-usage part; returns the padding tokens
   void arrive(size_t index);
   void reject(size_t index, RejectReason why);
   void leave_queue(const RequestRecord& rec);
@@ -194,7 +194,8 @@ class ReplicaEngine {
   int64_t queued_tokens_ = 0;
   ReplaySummary summary_;
   ReplayStepSums sums_;
-  // record_kv_state's values for kv_state_used_ used blocks (-1: none yet).
+  // record_kv_state's values for kv_state_used_ used blocks (-1: none yet; after a call, the
+  // used blocks then).
   int32_t kv_state_used_ = -1;
   double kv_state_usage_ = 0;
   double kv_state_block_slots_ = 0;  // used * block_size
