@@ -4,21 +4,20 @@ namespace kvsim::cli::detail {
 
 void check_batch_names(const std::vector<CLI::Option_p>& earlier,
                        const std::vector<CLI::Option_p>& added) {
-  // Each name as typed, "-x" or "--long" (CLI11 keeps them without the dashes).
-  std::unordered_set<std::string> names;
-  const auto each_name = [](const CLI::Option& o, auto&& fn) {
-    for (const std::string& s : o.get_snames()) fn("-" + s);
-    for (const std::string& l : o.get_lnames()) fn("--" + l);
-  };
-  for (const CLI::Option_p& o : earlier) {
-    each_name(*o, [&names](std::string n) { names.insert(std::move(n)); });
-  }
+  // The batch's names (few) in sets; each earlier name is looked up, not copied.
+  std::unordered_set<std::string> short_names;
+  std::unordered_set<std::string> long_names;
   for (const CLI::Option_p& o : added) {
-    each_name(*o, [&names](const std::string& n) {
-      if (names.contains(n)) {
-        throw CLI::OptionAlreadyAdded(n);
-      }
-    });
+    short_names.insert(o->get_snames().begin(), o->get_snames().end());
+    long_names.insert(o->get_lnames().begin(), o->get_lnames().end());
+  }
+  for (const CLI::Option_p& o : earlier) {
+    for (const std::string& s : o->get_snames()) {
+      if (short_names.contains(s)) throw CLI::OptionAlreadyAdded("-" + s);
+    }
+    for (const std::string& l : o->get_lnames()) {
+      if (long_names.contains(l)) throw CLI::OptionAlreadyAdded("--" + l);
+    }
   }
 }
 
