@@ -3,7 +3,7 @@
 // CLI11 2.1's add_option compares the new option with every option the command already has, and
 // each comparison copies the compared name lists (detail::find_member takes them by value): the
 // replay command's ~80 options cost ~2M instructions there, most of a short replay's start-up
-// and ~0.2 ms of every replay (issue 27). add_options_in_batch() runs a registration with the
+// (~0.1 ms of every replay; issue 27). add_options_in_batch() runs a registration with the
 // command's earlier options set aside, so each add compares with the batch's own options only,
 // then refuses a name the batch shares with an earlier option (by a hash of names, as add_option
 // would have refused it) and puts the options back in registration order (the help lists them

@@ -222,7 +222,7 @@ void register_replay_command(CLI::App& app) {
   cmd->add_option("trace", o->trace_path, "Trace file (Azure, Vidur, BurstGPT, Mooncake, ...)")
       ->required();
   // In batches of up to about twenty (option_batch.h: CLI11 compares each new option with every
-  // earlier one, ~0.2 ms of a replay's start-up for the whole command in one).
+  // earlier one: ~0.1 ms of a replay's start-up with the whole command in one).
   add_options_in_batch(*cmd, [&] { add_model_card_options(cmd, o->job.plan); });
   add_options_in_batch(*cmd, [&] { add_trace_options(cmd, o->trace); });
   add_options_in_batch(*cmd, [&] {
