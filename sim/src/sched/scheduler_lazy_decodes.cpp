@@ -342,8 +342,9 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
   uint32_t* const events = lz_quiet_buffer();
   agenda_next_.resize(n);
   int32_t* const agenda_next = agenda_next_.data();
-  std::array<int32_t, kAgendaSteps> head;
-  head.fill(-1);
+  // The lists are built in place (a local array copied over them cost 32 stores a call).
+  int32_t* const head = agenda_head_.data();
+  std::fill_n(head, kAgendaSteps, -1);
   uint64_t mask = 0;
   bool in_window = true;
   size_t count = 0;
@@ -372,7 +373,6 @@ bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agen
     mask |= uint64_t{1} << slot;
   }
   std::reverse(events, events + count);  // running order
-  agenda_head_ = head;
   agenda_mask_ = mask;
   agenda = in_window;
   lz_quiet_count_ = count;
