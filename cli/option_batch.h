@@ -6,7 +6,8 @@
 // (~0.1 ms of every replay; issue 27). add_options_in_batch() runs a registration with the
 // command's earlier options set aside, so each add compares with the batch's own options only,
 // then refuses a name the batch shares with an earlier option (by a hash of names, as add_option
-// would have refused it) and puts the options back in registration order (the help lists them
+// would have refused it; the batch's options are then dropped) and puts the options back in
+// registration order (the help lists them
 // in that order).
 //
 // Contract: `add` only adds options to `cmd` (no lookup, removal or option group: the earlier
@@ -48,7 +49,12 @@ void add_options_in_batch(CLI::App& cmd, AddOptions&& add) {
     }
   } restore{options, earlier};
   std::forward<AddOptions>(add)();
-  detail::check_batch_names(earlier, options);
+  try {
+    detail::check_batch_names(earlier, options);
+  } catch (const CLI::OptionAlreadyAdded&) {
+    options.clear();  // as CLI11 refuses a clash: nothing of the batch is added
+    throw;
+  }
 }
 
 }  // namespace kvsim::cli

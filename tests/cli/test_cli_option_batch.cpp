@@ -60,11 +60,12 @@ TEST(CliOptionBatch, RefusesANameAnEarlierOptionHas) {
                                       app.add_option("--x", b);
                                     }),
                CLI::OptionAlreadyAdded);
-  // The earlier options are all still there, first.
+  // The earlier options are all still there, first, and a refused batch added nothing.
   const std::vector<std::string> after = names(app);
   ASSERT_GE(after.size(), 2u);
   EXPECT_EQ(after[0], "--help");
   EXPECT_EQ(after[1], "--alpha");
+  EXPECT_EQ(app.get_option_no_throw("--other"), nullptr);
 }
 
 TEST(CliOptionBatch, AnExceptionInsideLeavesTheEarlierOptions) {
