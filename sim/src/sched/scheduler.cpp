@@ -160,6 +160,7 @@ Scheduler::Scheduler(const SchedulerConfig& config)
   lz_cache_marks_ = lazy_ && config_.lazy_cache_marks && !config_.async_scheduling &&
                     config_.enable_prefix_caching && config_.defer_private_block_hashes;
   lz_count_marks_ = lz_cache_marks_ && config_.count_pending_cache_marks;
+  agenda_head_.fill(-1);
   if (lz_count_marks_) {
     // Four blocks' steps or more (a mark lies at most a block and two steps ahead).
     const auto slots = std::bit_ceil(static_cast<uint64_t>(4 * config_.block_size + 8));
@@ -203,6 +204,11 @@ bool Scheduler::check_new_request(const Request& r, RejectReason* reason) const 
 
 void Scheduler::add_request(Request* r) {
   if (r->request_id < 0) throw std::invalid_argument("add_request: negative request id");
+  // Ids index per-request tables; the lazy decodes' (lz_pos_, the agenda) hold them as int32.
+  if (r->request_id > INT32_MAX) {
+    throw std::invalid_argument(
+        fmt::format("add_request: request id {} is above {}", r->request_id, INT32_MAX));
+  }
   if (r->status != RequestStatus::WAITING) {
     throw std::invalid_argument(
         fmt::format("add_request: request {} is not WAITING", r->request_id));
@@ -214,6 +220,7 @@ void Scheduler::add_request(Request* r) {
     if (lazy_) {
       lz_unreported_.resize(by_id_.size());
       lz_pos_.resize(by_id_.size(), -1);
+      agenda_links_.resize(by_id_.size());
     }
     if (config_.preemption_mode == PreemptionMode::SWAP) host_slots_of_.resize(by_id_.size());
   }

@@ -68,6 +68,8 @@ void Scheduler::lazy_compact_running() {
   for (size_t i = w; i < running_.size(); ++i) {
     Request* r = running_[i];
     if (lz_[i].finished) {
+      // Finished through the general code or a quiet finish, both of which depart a member
+      // first: it is in no agenda list.
       mark_uncount(lz_[i]);
       lz_pos_[static_cast<size_t>(r->request_id)] = -1;
       continue;
@@ -141,7 +143,7 @@ void Scheduler::lazy_depart(size_t i) {
   l.mark_batch = INT64_MAX;  // a member again predicts its mark afresh
   l.event_blocks = -1;
   l.quiet_finish = false;
-  lz_next_sched_[i] = INT64_MIN;
+  lazy_set_next_sched(i, static_cast<int32_t>(running_[i]->request_id), INT64_MIN);
   lz_next_update_[i] = INT64_MAX;
   lz_sum_computed_ -= running_[i]->num_computed_tokens;
   --lz_num_members_;
@@ -308,8 +310,6 @@ void Scheduler::quiet_run_finish() {
   }
   lz_quiet_finishers_.clear();
   lazy_compact_running();
-  // Running indices moved: the agenda's lists are stale (the next quiet step rebuilds them).
-  agenda_step_ = -1;
 }
 
 bool Scheduler::lazy_light_event(size_t i, int64_t batch) {
@@ -326,60 +326,6 @@ int64_t Scheduler::lazy_count_pending_cache_marks(int64_t batch) const {
     n += static_cast<int64_t>(l.member && l.mark_batch == batch && l.sc <= batch);
   }
   return n;
-}
-
-bool Scheduler::lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda, bool finishes) {
-  // lazy_schedule_event() fails (the member departs) when the RUNNING loop passes over the
-  // member or a sync decode would stop it (the prediction's stop bounds, event_blocks -1), or
-  // when its one decode needs a block the pool no longer has.
-  // One pass from the back over every member: the events, the least other event, and the
-  // agenda's lists (each starting in running order; see agenda_push).
-  static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
-  const size_t n = running_.size();
-  // Locals: the stores into the lists could alias the members as far as the compiler knows.
-  const int64_t* const next_sched = lz_next_sched_.data();
-  const LazyRunning* const lz = lz_.data();
-  uint32_t* const events = lz_quiet_buffer();
-  agenda_next_.resize(n);
-  int32_t* const agenda_next = agenda_next_.data();
-  // The lists are built in place (a local array copied over them cost 32 stores a call).
-  int32_t* const head = agenda_head_.data();
-  std::fill_n(head, kAgendaSteps, -1);
-  uint64_t mask = 0;
-  bool in_window = true;
-  size_t count = 0;
-  int64_t blocks = 0;
-  bool stays = true;
-  size_t finishers = 0;
-  int64_t least = INT64_MAX;
-  for (size_t i = n; i-- > 0;) {
-    const int64_t next = next_sched[i];
-    if (next > batch) {
-      least = std::min(least, next);
-    } else {
-      events[count++] = static_cast<uint32_t>(i);
-      const int32_t event_blocks = lz[i].event_blocks;
-      stays &= event_blocks >= 0 || (finishes && lz[i].quiet_finish);
-      finishers += event_blocks < 0 ? 1 : 0;
-      blocks += event_blocks >= 0 ? event_blocks : lz[i].finish_blocks;
-    }
-    if (next < batch || next >= batch + kAgendaSteps) {
-      in_window = false;  // no agenda: the lists are left as they are, never read
-      continue;
-    }
-    const auto slot = static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1));
-    agenda_next[i] = head[slot];
-    head[slot] = static_cast<int32_t>(i);
-    mask |= uint64_t{1} << slot;
-  }
-  std::reverse(events, events + count);  // running order
-  agenda_mask_ = mask;
-  agenda = in_window;
-  lz_quiet_count_ = count;
-  passed_min = least;
-  // Async finishers schedule nothing: a step of only them schedules no token (not quiet).
-  if (config_.async_scheduling && finishers == n) return false;
-  return stays && blocks <= kv_.num_free_blocks();
 }
 
 bool Scheduler::quiet_run_possible(bool finishes) const {
@@ -405,24 +351,29 @@ bool Scheduler::quiet_run_possible(bool finishes) const {
 }
 
 bool Scheduler::lazy_agenda_holds() const {
-  if (agenda_step_ != step_ || agenda_update_ != first_pending_step_) return true;  // not valid
-  const size_t n = running_.size();
-  std::vector<int> seen(n, 0);
+  if (!lazy_) return true;
+  std::vector<int> seen(running_.size(), 0);
   uint64_t mask = 0;
   for (size_t slot = 0; slot < static_cast<size_t>(kAgendaSteps); ++slot) {
     if (agenda_head_[slot] >= 0) mask |= uint64_t{1} << slot;
-    for (int32_t i = agenda_head_[slot]; i >= 0; i = agenda_next_[static_cast<size_t>(i)]) {
-      const auto k = static_cast<size_t>(i);
-      if (k >= n || ++seen[k] > 1) return false;
+    int32_t prev = -1;
+    for (int32_t id = agenda_head_[slot]; id >= 0;
+         id = agenda_links_[static_cast<size_t>(id)].next) {
+      const AgendaLink& link = agenda_links_[static_cast<size_t>(id)];
+      if (link.prev != prev) return false;
+      prev = id;
+      const int32_t pos = lz_pos_[static_cast<size_t>(id)];
+      if (pos < 0 || running_[static_cast<size_t>(pos)]->request_id != id) return false;
+      const auto k = static_cast<size_t>(pos);
+      if (!lz_[k].member || ++seen[k] > 1) return false;
       const int64_t next = lz_next_sched_[k];
-      if (next < step_ || next >= step_ + kAgendaSteps ||
-          static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1)) != slot) {
-        return false;
-      }
+      if (next < step_ || agenda_slot(next) != slot) return false;
     }
   }
-  return mask == agenda_mask_ &&
-         std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; });
+  for (size_t k = 0; k < running_.size(); ++k) {
+    if (seen[k] != (lz_[k].member ? 1 : 0)) return false;
+  }
+  return mask == agenda_mask_;
 }
 
 Scheduler::QuietStep Scheduler::schedule_and_update_if_quiet() {
@@ -476,7 +427,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
     lz_[i].quiet_finish = j >= 0 && j == stop && stop == stop_tokens;
     lz_[i].finish_blocks = 0;
     j = std::max<int64_t>(j, 0);
-    lz_next_sched_[i] = next_schedule + j;
+    lazy_set_next_sched(i, static_cast<int32_t>(r.request_id), next_schedule + j);
     lz_next_update_[i] = next_schedule - 1 + j;
     lz_update_bound_ = std::min(lz_update_bound_, next_schedule - 1 + j);
     return;
@@ -501,7 +452,7 @@ void Scheduler::lazy_predict_from(size_t i, int64_t x, int64_t num_output, int64
   lz_[i].quiet_finish = j >= 0 && j == stop;
   lz_[i].finish_blocks = static_cast<int8_t>(j >= 0 && stop == new_block);
   j = std::max<int64_t>(j, 0);
-  lz_next_sched_[i] = next_schedule + j;
+  lazy_set_next_sched(i, static_cast<int32_t>(r.request_id), next_schedule + j);
   lz_next_update_[i] = next_schedule + j;
   lz_update_bound_ = std::min(lz_update_bound_, next_schedule + j);
 }

@@ -222,8 +222,9 @@ struct SchedulerRun {
 // quiet_runs: the engine's runs (ReplicaEngine::run_quiet_steps) instead of
 // schedule_and_update_if_quiet: quiet_run_step(true), which also runs members' stops (sync: the
 // output described between its halves, as schedule()'s would be, then quiet_run_finish()).
+// output_span: max_tokens runs over 1 .. output_span.
 SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
-                   bool cache_marks = false, bool quiet_runs = false) {
+                   bool cache_marks = false, bool quiet_runs = false, int output_span = 70) {
   config.lazy_steady_decodes = lazy;
   config.lazy_cache_marks = cache_marks;
   Scheduler s(config);
@@ -232,7 +233,7 @@ SchedulerRun drive(SchedulerConfig config, bool lazy, int n, int arrival_every,
     auto r = std::make_unique<Request>();
     r->request_id = i;
     r->num_prompt_tokens = 5 + (7 * i) % 40;
-    r->max_tokens = 1 + (13 * i) % 70;
+    r->max_tokens = 1 + (13 * i) % output_span;
     r->content.salt = static_cast<uint64_t>(i) + 1;
     reqs.push_back(std::move(r));
   }
@@ -351,6 +352,40 @@ TEST_P(SteadyDecodeModes, SchedulerStepsAndStateAreTheGeneralPaths) {
   if (GetParam()) {
     EXPECT_GE(quiet_entry_updates, 100);
   }
+}
+
+// Blocks of 128 tokens and outputs up to 300: members' next events lie up to ~128 steps ahead,
+// beyond the agenda's 64 lists, so a list holds members of several steps (a step reads only its
+// own); drive() checks the agenda's invariant after every step.
+TEST_P(SteadyDecodeModes, EventsBeyondTheAgendasStepsAreTheGeneralPaths) {
+  int64_t quiet = 0;
+  for (const bool caching : {true, false}) {
+    for (const int32_t blocks : {8, 24}) {
+      for (const int every : {1, 7}) {
+        SchedulerConfig c;
+        c.async_scheduling = GetParam();
+        c.block_size = 128;
+        c.max_model_len = 512;
+        c.num_gpu_blocks = 1 + blocks;
+        c.max_num_batched_tokens = 256;
+        c.max_num_seqs = 8;
+        c.enable_prefix_caching = caching;
+        const SchedulerRun general = drive(c, false, 24, every, false, false, 300);
+        const SchedulerRun lazy = drive(c, true, 24, every, false, false, 300);
+        const SchedulerRun runs = drive(c, true, 24, every, true, true, 300);
+        const std::string what =
+            fmt::format("caching {} blocks {} every {}", caching, blocks, every);
+        ASSERT_EQ(general.steps.size(), lazy.steps.size()) << what;
+        ASSERT_EQ(general.steps.size(), runs.steps.size()) << what;
+        for (size_t k = 0; k < general.steps.size(); ++k) {
+          ASSERT_EQ(general.steps[k], lazy.steps[k]) << what << " step " << k;
+          ASSERT_EQ(general.steps[k], runs.steps[k]) << what << " runs, step " << k;
+        }
+        quiet += runs.quiet_steps;
+      }
+    }
+  }
+  EXPECT_GE(quiet, 1000);
 }
 
 INSTANTIATE_TEST_SUITE_P(SteadyDecode, SteadyDecodeModes, ::testing::Values(true, false),

@@ -404,8 +404,9 @@ class Scheduler {
     return std::all_of(lz_next_update_.begin(), lz_next_update_.end(),
                        [this](int64_t u) { return u >= lz_update_bound_; });
   }
-  // Tests: while the quiet-run agenda is valid, it lists every member exactly once, under the
-  // step of its next schedule event, and its mask marks exactly the non-empty steps.
+  // Tests: the quiet runs' agenda lists every member exactly once, under the step of its next
+  // schedule event (never before the next schedule), non-members nowhere, its links agree both
+  // ways, and its mask marks exactly the non-empty steps.
   bool lazy_agenda_holds() const;
   // Tests: lz_marks_ counts exactly the members whose mark is counted (mark_counted), by batch,
   // every row's count is the pass over the members', and no two batches met in one slot.
@@ -553,24 +554,37 @@ class Scheduler {
     if (lz_quiet_events_.size() < running_.size()) lz_quiet_events_.resize(running_.size());
     return lz_quiet_events_.data();
   }
-  // Quiet runs' agenda (quiet_run_step): the members by the step of their next schedule event,
-  // one list per step modulo kAgendaSteps, so that a quiet step finds its events without a pass
-  // over every member. Built by the first quiet step of a run that has events, in that step's
-  // pass (lazy_quiet_events); kept by each quiet step (its events' new predictions are added);
-  // valid only while agenda_step_ == step_ and agenda_update_ == first_pending_step_, i.e. until
-  // any other call schedules or updates. Invariant while valid: every member is in the list of
-  // its lz_next_sched_, which lies in [step_, step_ + kAgendaSteps), and bit k of agenda_mask_
-  // is set iff list k is not empty. Never valid when a prediction falls outside the window.
+  // Quiet runs' agenda (quiet_run_step): every member, by request id, in the list of the step
+  // of its next schedule event modulo kAgendaSteps, so that a quiet step finds its events
+  // without a pass over every member. Kept by every write of a member's lz_next_sched_
+  // (lazy_set_next_sched: the lists are doubly linked, a move is O(1)); keyed by request id, it
+  // survives running_'s compaction and every general step. A member whose event lies
+  // kAgendaSteps or more steps ahead shares a nearer step's list: a step reads only the members
+  // of its list whose event is that step. Invariant: a request id is linked iff it is a running
+  // member, in list lz_next_sched_ & (kAgendaSteps - 1) of its running index, and bit k of
+  // agenda_mask_ is set iff list k is not empty.
   static constexpr int64_t kAgendaSteps = 64;
-  std::array<int32_t, kAgendaSteps> agenda_head_{};  // first running index, -1: empty
-  std::vector<int32_t> agenda_next_;                 // by running index: the next in its list
+  struct AgendaLink {
+    int32_t next = -1;  // request ids, -1: none (prev -1: the list's head)
+    int32_t prev = -1;
+  };
+  std::array<int32_t, kAgendaSteps> agenda_head_{};  // a request id, -1: empty
+  std::vector<AgendaLink> agenda_links_;             // by request id
   uint64_t agenda_mask_ = 0;
-  int64_t agenda_step_ = -1;
-  int64_t agenda_update_ = -1;
-  // Puts running index i at the head of the list of step `next` (in the agenda's range).
-  void agenda_push(size_t i, int64_t next);
-  // lazy_quiet_events() from the agenda (it must be valid at `batch`): the same list, order,
-  // passed_min and result, changing nothing.
+  static size_t agenda_slot(int64_t step) {
+    static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
+    return static_cast<size_t>(static_cast<uint64_t>(step) & (kAgendaSteps - 1));
+  }
+  void agenda_link(int32_t id, int64_t step);
+  void agenda_unlink(int32_t id, int64_t step);  // step: the list it is in
+  // Sets running index i's next schedule event (request `id`'s), moving it in the agenda:
+  // INT64_MIN for none (a departure); from INT64_MIN, a join.
+  void lazy_set_next_sched(size_t i, int32_t id, int64_t next);
+  // The events of quiet step `batch` from the agenda: the members listed (lz_quiet_events_,
+  // running order), passed_min a lower bound on the others' next events (each list's step, or
+  // for this step's list batch + kAgendaSteps), and true when lazy_schedule_event() succeeds
+  // for each: its event predicted to stay one decode (event_blocks >= 0), or with `finishes` its
+  // last decode (quiet_finish), and the pool holding the new blocks they take. Changes nothing.
   bool agenda_quiet_events(int64_t batch, int64_t& passed_min,
                            bool finishes);  // quiet_run_step_inline only
   // outputs_[k] was written by a quiet step and by nothing since but its quiet update: every
@@ -615,16 +629,7 @@ class Scheduler {
   // changed but the member settled): it must depart and run the general code.
   bool lazy_schedule_event(size_t running_index);
   bool lazy_skips(const Request& r) const;  // the RUNNING loop passes over this steady request
-  // Lists the members with an event at `batch` in lz_quiet_events_ (all running requests being
-  // members) and sets passed_min to the least next event of the others; true when
-  // lazy_schedule_event() succeeds for each: its event predicted to stay one decode
-  // (event_blocks >= 0), or with `finishes` its last decode (quiet_finish), and the pool
-  // holding the new blocks they take. In the same pass it
-  // builds the agenda from lz_next_sched_ at `batch` and sets `agenda` to whether that is valid
-  // (false when an event lies outside [batch, batch + kAgendaSteps)); the caller makes it the
-  // agenda (agenda_step_) only if the step turns out quiet.
-  bool lazy_quiet_events(int64_t batch, int64_t& passed_min, bool& agenda, bool finishes);
-  // lazy_schedule_event() of a member lazy_quiet_events() listed (throws std::logic_error if
+  // lazy_schedule_event() of a member agenda_quiet_events() listed (throws std::logic_error if
   // the predicted allocation fails).
   void lazy_quiet_event(size_t running_index);
   // The end of a member's served schedule event: _update_after_schedule and the next prediction.

@@ -16,11 +16,34 @@
 
 namespace kvsim {
 
-inline void Scheduler::agenda_push(size_t i, int64_t next) {
-  const auto slot = static_cast<size_t>(static_cast<uint64_t>(next) & (kAgendaSteps - 1));
-  agenda_next_[i] = agenda_head_[slot];
-  agenda_head_[slot] = static_cast<int32_t>(i);
+inline void Scheduler::agenda_link(int32_t id, int64_t step) {
+  const size_t slot = agenda_slot(step);
+  AgendaLink* const links = agenda_links_.data();
+  const int32_t head = agenda_head_[slot];
+  links[static_cast<size_t>(id)] = {head, -1};
+  if (head >= 0) links[static_cast<size_t>(head)].prev = id;
+  agenda_head_[slot] = id;
   agenda_mask_ |= uint64_t{1} << slot;
+}
+
+inline void Scheduler::agenda_unlink(int32_t id, int64_t step) {
+  AgendaLink* const links = agenda_links_.data();
+  const AgendaLink l = links[static_cast<size_t>(id)];
+  if (l.next >= 0) links[static_cast<size_t>(l.next)].prev = l.prev;
+  if (l.prev >= 0) {
+    links[static_cast<size_t>(l.prev)].next = l.next;
+  } else {
+    const size_t slot = agenda_slot(step);
+    agenda_head_[slot] = l.next;
+    if (l.next < 0) agenda_mask_ &= ~(uint64_t{1} << slot);
+  }
+}
+
+inline void Scheduler::lazy_set_next_sched(size_t i, int32_t id, int64_t next) {
+  const int64_t old = lz_next_sched_[i];
+  if (old != INT64_MIN) agenda_unlink(id, old);
+  lz_next_sched_[i] = next;
+  if (next != INT64_MIN) agenda_link(id, next);
 }
 
 [[gnu::always_inline]] inline bool Scheduler::lazy_light_event_body(size_t i, int64_t batch) {
@@ -31,7 +54,8 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
     return false;
   }
   BlockId b = kNullBlockId;
-  if (!kv_.append_block_lazily(*running_[i], &b)) return false;
+  const Request& r = *running_[i];
+  if (!kv_.append_block_lazily(r, &b)) return false;
   output_->new_block_ids.push_back(b);
   output_->implicit_new_blocks += 1;
   // lazy_predict after settling: the table now ends block_size tokens later, the block just
@@ -50,7 +74,7 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
     l.mark_batch = block_end - 1 < next ? block_end - 1 : INT64_MAX;
     mark_count(l);
   }
-  lz_next_sched_[i] = next;
+  lazy_set_next_sched(i, static_cast<int32_t>(r.request_id), next);
   lz_next_update_[i] = next - lazy_sched_minus_update();
   lz_update_bound_ = std::min(lz_update_bound_, lz_next_update_[i]);
   return true;
@@ -60,28 +84,35 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
 [[gnu::always_inline]] inline bool Scheduler::agenda_quiet_events(int64_t batch,
                                                                   int64_t& passed_min,
                                                                   bool finishes) {
-  // batch >= 0: the slot without signed-modulo fix-ups.
-  static_assert((kAgendaSteps & (kAgendaSteps - 1)) == 0);
-  const auto slot = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
+  const size_t slot = agenda_slot(batch);  // batch >= 0
   // Locals: the stores into the list could alias the members as far as the compiler knows.
   uint32_t* const e = lz_quiet_buffer();
-  const int32_t* const next = agenda_next_.data();
+  const AgendaLink* const links = agenda_links_.data();
+  const int32_t* const pos = lz_pos_.data();
+  const int64_t* const next_sched = lz_next_sched_.data();
   const LazyRunning* const lz = lz_.data();
   size_t count = 0;
   int64_t blocks = 0;
   bool stays = true;
+  bool later = false;  // a member of this list whose event is kAgendaSteps or more steps ahead
   size_t finishers = 0;
-  for (int32_t i = agenda_head_[slot]; i >= 0; i = next[static_cast<size_t>(i)]) {
-    e[count++] = static_cast<uint32_t>(i);
-    const LazyRunning& l = lz[static_cast<size_t>(i)];
+  for (int32_t id = agenda_head_[slot]; id >= 0; id = links[static_cast<size_t>(id)].next) {
+    const auto i = static_cast<uint32_t>(pos[static_cast<size_t>(id)]);
+    if (next_sched[i] != batch) [[unlikely]] {
+      later = true;
+      continue;
+    }
+    e[count++] = i;
+    const LazyRunning& l = lz[i];
     const int32_t event_blocks = l.event_blocks;
     stays &= event_blocks >= 0 || (finishes && l.quiet_finish);
     finishers += event_blocks < 0 ? 1 : 0;
     blocks += event_blocks >= 0 ? event_blocks : l.finish_blocks;
   }
   lz_quiet_count_ = count;
-  // Running order, as the pass over every member lists them. A step's list is short (one or two
-  // members, pushed in reverse): an insertion sort, without std::sort's set-up; long ones sort.
+  // Running order, the order schedule_running serves them in. A step's list is short (one or
+  // two members, pushed in reverse): an insertion sort, without std::sort's set-up; long ones
+  // sort.
   if (count > 16) {
     std::sort(e, e + count);
   } else {
@@ -92,7 +123,8 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
       e[m] = v;
     }
   }
-  // The least next event of the others: the first non-empty list after this step's.
+  // A lower bound on the others' next events: the first non-empty list after this step's (its
+  // members' events are that step or later ones sharing its list).
   const uint64_t others = agenda_mask_ & ~(uint64_t{1} << slot);
   if (others == 0) {
     passed_min = INT64_MAX;
@@ -100,6 +132,7 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
     const auto from = static_cast<int>((slot + 1) % kAgendaSteps);
     passed_min = batch + 1 + std::countr_zero(std::rotr(others, from));
   }
+  if (later) passed_min = std::min(passed_min, batch + kAgendaSteps);
   if (config_.async_scheduling && finishers == running_.size()) return false;
   return stays && blocks <= kv_.num_free_blocks();
 }
@@ -119,14 +152,7 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
                                         !lz_departed_[batch_slot(updated)].empty());
   if (general_update && !finishes) return nullptr;
   int64_t passed_min = INT64_MAX;
-  bool agenda = agenda_step_ == batch && agenda_update_ == first_pending_step_;
-  if (events) {
-    if (agenda) {
-      if (!agenda_quiet_events(batch, passed_min, finishes)) return nullptr;
-    } else {
-      if (!lazy_quiet_events(batch, passed_min, agenda, finishes)) return nullptr;
-    }
-  }
+  if (events && !agenda_quiet_events(batch, passed_min, finishes)) return nullptr;
   // schedule(): every member implicitly, one token each; schedule_running's member loop with
   // every event succeeding (checked above). (step_threshold_ is left alone: only schedule()
   // reads it, after setting it.)
@@ -152,12 +178,7 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
   int64_t finisher_context = 0;  // the finishers' computed tokens before their decodes
   if (events) {
     lz_update_bound_ = INT64_MAX;
-    const size_t slot_now = static_cast<size_t>(static_cast<uint64_t>(batch) & (kAgendaSteps - 1));
-    if (agenda) {
-      // The members due here are this step's whole list; each goes under its next event.
-      agenda_head_[slot_now] = -1;
-      agenda_mask_ &= ~(uint64_t{1} << slot_now);
-    }
+    // Each event's new prediction (or departure) moves it in the agenda.
     const uint32_t* const events = lz_quiet_events_.data();
     for (size_t k = 0; k < lz_quiet_count_; ++k) {
       const uint32_t i = events[k];
@@ -173,13 +194,6 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
           ++skipped;
         }
       }
-      if (!agenda) continue;
-      const int64_t next = lz_next_sched_[i];
-      if (next <= batch || next >= batch + kAgendaSteps) {
-        agenda = false;
-        continue;
-      }
-      agenda_push(i, next);
     }
     if (passed_min != INT64_MAX) {
       lz_update_bound_ = std::min(lz_update_bound_, passed_min - lazy_sched_minus_update());
@@ -201,20 +215,16 @@ inline void Scheduler::agenda_push(size_t i, int64_t next) {
     // The step's update is the general one (its entries, departed members, finishers and the
     // members' updates it makes exact), which may predict members again or compact running_.
     update_from_output();
-    agenda = false;
   } else {
     outputs_[batch_slot(updated)].finished_in_update.clear();
     if (skipped > 0) {
       // Async: the pending batch's update applies the finishers' last tokens (departed members)
       // as update_from_output() does; they finish, and running_ is compacted.
       lazy_apply_departed(outputs_[batch_slot(updated)], updated);
-      agenda = false;  // running indices moved
     }
     ++first_pending_step_;
     lz_upd_done_ = first_pending_step_;
   }
-  agenda_step_ = agenda ? step_ : -1;
-  agenda_update_ = first_pending_step_;
   return &out;
 }
 
