@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <streambuf>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bundled_trace.h"
@@ -406,6 +408,39 @@ TEST(TimelineCsvWriter, BackgroundWritesTheInlineBytes) {
     EXPECT_EQ(os.str(), inline_csv(rows)) << n << " rows";
     EXPECT_THROW(w.add(rows.empty() ? TimelineRow{} : rows[0]), std::logic_error);
   }
+}
+
+// A stream slower than the rows come: add() waits for the thread (kChunksInFlight chunks
+// queued), which the thread, polling rather than woken per chunk, must wake from that wait as it
+// frees each chunk. The bytes are still the inline writer's, and nothing hangs.
+TEST(TimelineCsvWriter, BackgroundBehindASlowStreamWritesTheInlineBytes) {
+  // Every write to the file takes 2 ms.
+  class SlowBuf : public std::stringbuf {
+   protected:
+    std::streamsize xsputn(const char* s, std::streamsize n) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ++writes;
+      return std::stringbuf::xsputn(s, n);
+    }
+
+   public:
+    int writes = 0;
+  };
+  const size_t n = TimelineCsvWriter::kRowsPerChunk * (TimelineCsvWriter::kChunksInFlight + 4) + 5;
+  const std::vector<TimelineRow> rows = odd_rows(n);
+  SlowBuf buf;
+  std::ostream os(&buf);
+  TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+  const auto start = std::chrono::steady_clock::now();
+  for (const TimelineRow& r : rows) w.add(r);
+  const auto added = std::chrono::steady_clock::now() - start;
+  w.finish();
+  EXPECT_EQ(w.rows(), static_cast<int64_t>(n));
+  EXPECT_EQ(buf.str(), inline_csv(rows));
+  // The thread had written at least the chunks add() waited for: four chunks of these rows are
+  // well over 2 * 256 KiB, i.e. several 2 ms writes, before the last row went in.
+  EXPECT_GE(added, std::chrono::milliseconds(4));
+  EXPECT_GE(buf.writes, 8);
 }
 
 // Destroyed without finish() (the replay failed): the thread stops, the unwritten rows are
