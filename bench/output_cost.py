@@ -6,7 +6,13 @@ with and without `--timeline FILE` / `--requests FILE`, sync and async, for each
 interleaved: every repetition runs every case on every binary back to back, so all see the same
 machine load. Measures the whole process: CPU (user + system from wait4's rusage) and wall.
 Prints, per case and binary, the median and minimum, and each output case's cost over the same
-mode's no-output case (median CPU), with the load average before and after.
+mode's no-output case (median CPU and median wall), with the load average before and after.
+
+Each output goes to a path the run creates: the previous run's file is removed first, as
+bench/vllm_replay_compare.py does, since replacing a 30 MB file frees its pages inside the
+rename (about 1.6 ms on tmpfs here), which is the file system's cost of dropping the old file,
+not of writing the new one. The "(replacing)" cases measure that too: their file is left from
+the run before.
 
 Usage:
   TMPDIR=/dev/shm python3 bench/output_cost.py --bin old=/tmp/kvsim-old --bin new=build/ci/cli/kvsim \
@@ -35,16 +41,23 @@ ARGS = [
 ]
 
 
-def cases(work: Path) -> list[tuple[str, list[str]]]:
+def cases(work: Path) -> list[tuple[str, list[str], bool]]:
+    """(label, extra arguments, whether the outputs replace the files of the run before)."""
     tl = ["--timeline", str(work / "timeline.csv")]
+    tl_kept = ["--timeline", str(work / "timeline-kept.csv")]
     rq = ["--requests", str(work / "requests.csv")]
     out = []
     for mode, flags in (("async", []), ("sync", ["--no-async-scheduling"])):
-        out.append((f"{mode}", flags))
-        out.append((f"{mode} + timeline", flags + tl))
-        out.append((f"{mode} + requests", flags + rq))
-        out.append((f"{mode} + timeline + requests", flags + tl + rq))
+        out.append((f"{mode}", flags, False))
+        out.append((f"{mode} + timeline", flags + tl, False))
+        out.append((f"{mode} + timeline (replacing)", flags + tl_kept, True))
+        out.append((f"{mode} + requests", flags + rq, False))
+        out.append((f"{mode} + timeline + requests", flags + tl + rq, False))
     return out
+
+
+def output_paths(extra: list[str]) -> list[Path]:
+    return [Path(extra[i + 1]) for i, a in enumerate(extra) if a in ("--timeline", "--requests")]
 
 
 def run_once(binary: str, trace: str, extra: list[str]) -> tuple[float, float]:
@@ -79,25 +92,35 @@ def main() -> None:
         todo = cases(work)
         if a.only:
             keep = set(a.only.split(","))
+            unknown = keep - {c[0] for c in todo}
+            if unknown:
+                ap.error(f"--only: no case named {', '.join(sorted(unknown))} "
+                         f"(cases: {', '.join(c[0] for c in todo)})")
             todo = [c for c in todo if c[0] in keep]
         print(f"load average before: {loadavg()}  ({time.strftime('%Y-%m-%d %H:%M:%S %Z')})")
         cpu: dict[tuple[str, str], list[float]] = {}
         wall: dict[tuple[str, str], list[float]] = {}
         for name, path in bins:  # warm the page cache and the binaries
             run_once(path, a.trace, [])
+        for label, extra, replacing in todo:  # the files the "(replacing)" cases replace
+            if replacing:
+                run_once(bins[0][1], a.trace, extra)
         for _ in range(a.repeats):
-            for label, extra in todo:
+            for label, extra, replacing in todo:
                 for name, path in bins:
+                    if not replacing:
+                        for old in output_paths(extra):
+                            old.unlink(missing_ok=True)
                     c, w = run_once(path, a.trace, extra)
                     cpu.setdefault((label, name), []).append(c)
                     wall.setdefault((label, name), []).append(w)
         print(f"load average after:  {loadavg()}  ({time.strftime('%Y-%m-%d %H:%M:%S %Z')})")
-    print(f"\n{a.repeats} interleaved repetitions; ms, median (min); +% = median CPU over the "
-          "same mode without output")
-    head = "| case | " + " | ".join(f"{n} CPU | {n} wall | {n} +%" for n, _ in bins) + " |"
-    print(head)
+    print(f"\n{a.repeats} interleaved repetitions; ms, median (min); +% = median CPU / median wall "
+          "over the same mode without output")
+    head = "| case | " + " | ".join(f"{n} CPU | {n} wall | {n} +% CPU / wall" for n, _ in bins)
+    print(head + " |")
     print("|---|" + "---:|---:|---:|" * len(bins))
-    for label, _ in todo:
+    for label, _, _ in todo:
         base = label.split(" ")[0]
         row = [label]
         for name, _ in bins:
@@ -108,7 +131,9 @@ def main() -> None:
             row.append(f"{statistics.median(w) * 1e3:.1f} ({min(w) * 1e3:.1f})")
             if (base, name) in cpu and base != label:
                 b = statistics.median(cpu[(base, name)])
-                row.append(f"{(mc / b - 1) * 100:+.0f} %")
+                bw = statistics.median(wall[(base, name)])
+                mw = statistics.median(w)
+                row.append(f"{(mc / b - 1) * 100:+.0f} % / {(mw / bw - 1) * 100:+.1f} %")
             else:
                 row.append("")
         print("| " + " | ".join(row) + " |")
