@@ -356,8 +356,11 @@ class TimelineCsvWriter::Background {
     if (n == 0) return;  // nothing to hand over: the chunk stays
     filling_.size = n;
     full_.push_back(std::move(filling_));
-    // No wake-up: the thread looks for full chunks every kPoll (run()). Waking it here was a
-    // futex call and an interrupt to the other CPU per chunk on this thread, the replay's.
+    // No wake-up while the thread polls: it looks for full chunks every kPoll (run()). Waking
+    // it here was a futex call and an interrupt to the other CPU per chunk on this thread, the
+    // replay's. A thread that stopped polling (no chunk for kPollsBeforeSleep polls) sleeps
+    // until woken.
+    if (asleep_) cv_.notify_all();
     // Back-pressure: wait for a spare chunk (the thread returns one per chunk written).
     if (spare_.empty()) {
       producer_waits_ = true;
@@ -427,8 +430,18 @@ class TimelineCsvWriter::Background {
     std::unique_lock lock(mutex_);
     while (true) {
       // Polls: the replay's thread hands chunks over without waking this one (hand_over), so
-      // that it makes no system call per chunk; stop() and a waiting replay do wake it.
-      while (full_.empty() && !stopping_) cv_.wait_for(lock, kPoll);
+      // that it makes no system call per chunk; stop() and a waiting replay do wake it. After
+      // kPollsBeforeSleep polls without a chunk (a replay slower than rows come in a fast one,
+      // or one between calls) it sleeps instead, and the next chunk wakes it.
+      for (int polls = 0; full_.empty() && !stopping_; ++polls) {
+        if (polls < kPollsBeforeSleep) {
+          cv_.wait_for(lock, kPoll);
+        } else {
+          asleep_ = true;
+          cv_.wait(lock, [this] { return !full_.empty() || stopping_; });
+          asleep_ = false;
+        }
+      }
       if (full_.empty() || (stopping_ && !drain_)) return;  // stopped and drained, or dropped
       Chunk chunk = std::move(full_.front());
       full_.pop_front();
@@ -461,6 +474,7 @@ class TimelineCsvWriter::Background {
   // steps) in about 0.3 ms on the issue-27 run, so the thread, faster, is seldom a chunk behind;
   // each look is a timer wake-up on its own CPU.
   static constexpr std::chrono::microseconds kPoll{100};
+  static constexpr int kPollsBeforeSleep = 20;  // 2 ms
 
   TimelineCsvWriter& writer_;
   Chunk filling_;
@@ -472,6 +486,7 @@ class TimelineCsvWriter::Background {
   bool stopping_ = false;
   bool drain_ = false;
   bool producer_waits_ = false;  // hand_over() waits for a spare chunk
+  bool asleep_ = false;          // run() waits for a chunk without polling
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -441,6 +442,57 @@ TEST(TimelineCsvWriter, BackgroundBehindASlowStreamWritesTheInlineBytes) {
   // well over 2 * 256 KiB, i.e. several 2 ms writes, before the last row went in.
   EXPECT_GE(added, std::chrono::milliseconds(4));
   EXPECT_GE(buf.writes, 8);
+}
+
+// Rows that come slowly: the thread, finding no chunk for a while, stops polling and sleeps;
+// the next chunk handed over wakes it (its bytes reach the stream before finish()), and the
+// bytes are the inline writer's.
+TEST(TimelineCsvWriter, BackgroundAsleepIsWokenByTheNextChunk) {
+  // Counts the bytes written, readable from this thread while the writer's thread writes.
+  class CountingBuf : public std::stringbuf {
+   protected:
+    std::streamsize xsputn(const char* s, std::streamsize n) override {
+      const std::streamsize put = std::stringbuf::xsputn(s, n);
+      written.fetch_add(static_cast<size_t>(put));
+      return put;
+    }
+    int_type overflow(int_type c) override {
+      if (!traits_type::eq_int_type(c, traits_type::eof())) written.fetch_add(1);
+      return std::stringbuf::overflow(c);
+    }
+
+   public:
+    std::atomic<size_t> written{0};
+  };
+  const size_t chunk = TimelineCsvWriter::kRowsPerChunk;
+  const std::vector<TimelineRow> rows = odd_rows(3 * chunk);
+  CountingBuf buf;
+  std::ostream os(&buf);
+  TimelineCsvWriter w(os, TimelineCsvWriter::Mode::kBackground);
+  // The bytes the stream holds once `at_least` is reached, waiting up to 10 s for them.
+  const auto reaches = [&](size_t at_least) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (buf.written.load() < at_least && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return buf.written.load() >= at_least;
+  };
+  size_t next = 0;
+  for (int round = 0; round < 2; ++round) {
+    // One chunk and one row more: the chunk is handed over.
+    const size_t before = buf.written.load();
+    for (const size_t end = next + chunk + (round == 0 ? 1 : 0); next < end; ++next) {
+      w.add(rows[next]);
+    }
+    // A chunk of these rows is over 256 KiB, so its formatting writes to the stream.
+    EXPECT_TRUE(reaches(before + 1)) << "round " << round;
+    // Long enough for the thread to give up polling and sleep.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (; next < rows.size(); ++next) w.add(rows[next]);
+  w.finish();
+  EXPECT_EQ(w.rows(), static_cast<int64_t>(rows.size()));
+  EXPECT_EQ(buf.str(), inline_csv(rows));
 }
 
 // Destroyed without finish() (the replay failed): the thread stops, the unwritten rows are

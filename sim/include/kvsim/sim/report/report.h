@@ -84,8 +84,9 @@ class TimelineRowFormatter;  // sim/src/report/report_csv_rows.h
 // step's row is a 32-byte TimelineStepDelta, a third of a row, so the replay's thread moves less
 // memory to the other core) and full chunks go over (at most kChunksInFlight at a time, so memory
 // stays bounded: add() waits when the thread is that far behind), without waking the thread,
-// which looks for them every 100 us: the replay's thread makes no system call per chunk. The
-// bytes and their order are
+// which looks for them every 100 us: the replay's thread makes no system call per chunk (after
+// 2 ms without one the thread sleeps until the next chunk wakes it). The bytes and their order
+// are
 // kInline's; the replay's thread no longer pays for the formatting and the writes, a second core
 // does (the CPU is the same, the wall time is the replay's). A failed write is the stream's state,
 // the caller's to check after finish() (the stream is the thread's until then); an exception on the
